@@ -1,0 +1,1 @@
+"""The cpu target plugin."""

@@ -1,0 +1,1 @@
+"""tilefoundry.dsl: the authoring surface."""

@@ -1,0 +1,1 @@
+"""A do-nothing TileFoundry target, installed in the test environment."""

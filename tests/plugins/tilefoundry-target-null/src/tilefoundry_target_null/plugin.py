@@ -1,0 +1,1 @@
+"""Target plugin hooks for the null target."""
