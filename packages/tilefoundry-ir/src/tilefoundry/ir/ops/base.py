@@ -46,7 +46,9 @@ class Op:
         name = cls.__dict__.get("name")
         if name is not None:
             if name in OPS and OPS[name] is not cls:
-                raise TypeError(f"op name {name!r} registered twice: {OPS[name].__qualname__}, {cls.__qualname__}")
+                raise TypeError(
+                    f"op name {name!r} registered twice: {OPS[name].__qualname__}, {cls.__qualname__}"
+                )
             OPS[name] = cls
 
     @property
@@ -116,14 +118,15 @@ evaluate = Registry("evaluation")
 cost = Registry("cost")
 
 
-_EVAL_DEVICE: contextvars.ContextVar[torch.device] = contextvars.ContextVar(
-    "tilefoundry_eval_device", default=torch.device("cpu")
+# None stands for the CPU (a ContextVar default must be immutable).
+_EVAL_DEVICE: contextvars.ContextVar[torch.device | None] = contextvars.ContextVar(
+    "tilefoundry_eval_device", default=None
 )
 
 
 def eval_device() -> torch.device:
     """The device the evaluator runs on now; creation ops (full, arange) place results there."""
-    return _EVAL_DEVICE.get()
+    return _EVAL_DEVICE.get() or torch.device("cpu")
 
 
 @contextlib.contextmanager
