@@ -1,0 +1,207 @@
+"""Tests of runtime/generate.py: the causal-LM loop (seed 000 §1.1.2's generation methods).
+
+The loop is exercised here on a small torch model with the three methods; tests/test_generate_dsl.py
+runs it on a causal LM written in the DSL, both as a LoadedModule and as its runtime twin.
+"""
+
+import pytest
+import torch
+
+from tilefoundry.runtime.generate import GenerationResult, generate
+
+V, D, MAX = 13, 8, 32
+
+
+class ToyLM:
+    """Logits at position t depend on every earlier token through a running-sum cache."""
+
+    def __init__(self, seed: int = 0):
+        g = torch.Generator().manual_seed(seed)
+        self.emb = torch.randn(V, D, generator=g)
+        self.mix = torch.randn(D, D, generator=g) / D**0.5
+        self.out = torch.randn(D, V, generator=g)
+        self.seen = []
+
+    def init_caches(self, *, device):
+        return (torch.zeros(1, D, device=device),)
+
+    def prepare_inputs_for_generation(self, input_ids, step, caches, *, device):
+        self.seen.append((input_ids, step))
+        token = input_ids[step].reshape(1).to(device)
+        pos = torch.tensor([step], device=device)
+        return (token, pos, caches[0])
+
+    def forward(self, token, pos, acc):
+        new_acc = acc + self.emb[token]
+        h = torch.tanh(new_acc @ self.mix) * (1.0 + 0.1 * pos.float())
+        return h @ self.out, new_acc
+
+    __call__ = forward
+
+    def append_cache(self, caches, fresh):
+        (acc,) = fresh
+        return (acc,)
+
+
+def _reference_greedy(model: ToyLM, prompt: list[int], n: int) -> list[int]:
+    """Greedy continuation recomputed from scratch at every position (no cache reuse)."""
+    ids = list(prompt)
+    for _ in range(n):
+        acc = model.emb[torch.tensor(ids)].sum(0, keepdim=True)
+        h = torch.tanh(acc @ model.mix) * (1.0 + 0.1 * (len(ids) - 1))
+        ids.append(int((h @ model.out)[-1].argmax()))
+    return ids
+
+
+def test_greedy_matches_a_recomputed_reference():
+    model = ToyLM()
+    prompt = [3, 7, 1]
+    out = generate(model, torch.tensor(prompt), max_new_tokens=9)
+    assert isinstance(out, GenerationResult)
+    assert out.tokens.tolist() == _reference_greedy(model, prompt, 9)
+    assert out.prompt_len == 3 and out.new_tokens.tolist() == out.tokens.tolist()[3:]
+    assert out.finish_reason == "length"
+    assert out.tokens_per_s > 0 and out.seconds > 0
+
+
+def test_seeded_sampling_repeats_and_differs_by_seed():
+    model = ToyLM(1)
+    a = generate(model, [2, 5], max_new_tokens=24, greedy=False, temperature=2.0, seed=7)
+    b = generate(model, [2, 5], max_new_tokens=24, greedy=False, temperature=2.0, seed=7)
+    c = generate(model, [2, 5], max_new_tokens=24, greedy=False, temperature=2.0, seed=8)
+    assert a.tokens.tolist() == b.tokens.tolist()
+    assert a.tokens.tolist() != c.tokens.tolist()
+
+
+def test_top_k_one_and_tiny_top_p_reduce_to_greedy():
+    model = ToyLM(2)
+    greedy = generate(model, [4], max_new_tokens=10).tokens.tolist()
+    k1 = generate(model, [4], max_new_tokens=10, greedy=False, top_k=1, seed=3).tokens.tolist()
+    p0 = generate(model, [4], max_new_tokens=10, greedy=False, top_p=1e-6, seed=3).tokens.tolist()
+    assert k1 == greedy and p0 == greedy
+
+
+def test_top_k_restricts_draws_to_the_k_largest_logits():
+    logits_seen = []
+
+    class Spy(ToyLM):
+        def __call__(self, *acts):
+            logits, acc = self.forward(*acts)
+            logits_seen.append(logits[-1])
+            return logits, acc
+
+    out = generate(Spy(3), [1, 2], max_new_tokens=12, greedy=False, temperature=5.0, top_k=3, seed=11)
+    # The token drawn after step i comes from the logits of step i (the first from the last prompt step).
+    for logits, token in zip(logits_seen[1:], out.new_tokens.tolist(), strict=True):
+        assert token in torch.topk(logits, 3).indices.tolist()
+
+
+def test_eos_stops_and_is_kept():
+    model = ToyLM()
+    full = _reference_greedy(model, [3, 7, 1], 9)
+    eos = full[5]
+    out = generate(model, [3, 7, 1], max_new_tokens=9, eos_token_id={eos, 999})
+    assert out.tokens.tolist() == full[: full.index(eos, 3) + 1]
+    assert out.finish_reason == "eos"
+
+
+def test_1_1_2_caller_passes_the_token_prefix_as_a_view_and_expands_only_ids():
+    """seed 000 §1.1.2: prepare_inputs_for_generation receives a one-dimensional tensor of token
+    IDs; the caller passes the active token-ID prefix as a view and expands only that tensor."""
+    model = ToyLM()
+    out = generate(model, [3, 7, 1], max_new_tokens=4)
+    steps = [s for _, s in model.seen]
+    assert steps == list(range(3 + 4 - 1))
+    for ids, step in model.seen:
+        assert ids.dim() == 1 and ids.numel() == step + 1 and ids._base is not None
+    base = model.seen[0][0]._base
+    assert all(ids._base is base for ids, _ in model.seen)
+    assert out.tokens.tolist()[:3] == [3, 7, 1]
+
+
+def test_1_1_2_caller_does_not_reconstruct_model_inputs():
+    """seed 000 §1.1.2: the caller MUST NOT reconstruct a model's positional, rotary, scaling or
+    state inputs: forward receives exactly the tuple prepare_inputs_for_generation built."""
+    model = ToyLM()
+    built, received = [], []
+    prep, fwd = model.prepare_inputs_for_generation, model.forward
+
+    class Spy(ToyLM):
+        def prepare_inputs_for_generation(self, *a, **k):
+            built.append(prep(*a, **k))
+            return built[-1]
+
+        def __call__(self, *acts):
+            received.append(acts)
+            return fwd(*acts)
+
+    model.__class__ = Spy
+    generate(model, [5, 6], max_new_tokens=3)
+    assert len(built) == len(received) == 4
+    assert all(all(x is y for x, y in zip(b, r, strict=True)) for b, r in zip(built, received, strict=True))
+
+
+def test_1_1_2_method_mutating_the_id_view_is_refused():
+    """seed 000 §1.1.2: a method MUST NOT mutate that view; generate refuses one that does."""
+
+    class Mutating(ToyLM):
+        def prepare_inputs_for_generation(self, input_ids, step, caches, *, device):
+            input_ids[0] = 0
+            return super().prepare_inputs_for_generation(input_ids, step, caches, device=device)
+
+    with pytest.raises(
+        RuntimeError, match=r"prepare_inputs_for_generation mutated the token-ID view .* at step 0"
+    ):
+        generate(Mutating(), [3, 4], max_new_tokens=2)
+
+
+def test_1_1_2_step_mutating_its_state_is_refused():
+    """seed 000 §1.1.2: a step MUST NOT mutate a state tensor it was given; generate refuses one."""
+
+    class InPlace(ToyLM):
+        def __call__(self, token, pos, acc):
+            acc.add_(self.emb[token])
+            return torch.tanh(acc @ self.mix) @ self.out, acc.clone()
+
+    with pytest.raises(RuntimeError, match=r"forward mutated cache tensor\(s\) \[0\] .* at step 0"):
+        generate(InPlace(), [3, 4], max_new_tokens=2)
+
+
+def test_without_append_cache_the_produced_state_is_the_new_cache():
+    class NoAppend(ToyLM):
+        append_cache = None
+
+    assert (
+        generate(NoAppend(), [3, 7, 1], max_new_tokens=5).tokens.tolist()
+        == generate(ToyLM(), [3, 7, 1], max_new_tokens=5).tokens.tolist()
+    )
+
+
+def test_progress_bar_on_request_and_silent_off_a_terminal(capsys):
+    generate(ToyLM(), [3], max_new_tokens=4, progress=True)
+    err = capsys.readouterr().err
+    assert "generate     4/4 [" in err and "tok/s" in err and err.endswith("\n")
+    generate(ToyLM(), [3], max_new_tokens=4)  # pytest's stderr is no terminal
+    assert capsys.readouterr().err == ""
+
+
+def test_refusals_name_what_is_wrong():
+    with pytest.raises(ValueError, match="generate: temperature only apply when sampling; pass greedy=False"):
+        generate(ToyLM(), [1], max_new_tokens=1, temperature=0.5)
+    with pytest.raises(ValueError, match=r"generate: top_p must lie in \(0, 1\], got 1.5"):
+        generate(ToyLM(), [1], max_new_tokens=1, greedy=False, top_p=1.5)
+    with pytest.raises(ValueError, match="generate: top_k must be an int >= 1, got 0"):
+        generate(ToyLM(), [1], max_new_tokens=1, greedy=False, top_k=0)
+    with pytest.raises(ValueError, match="generate: temperature must be > 0, got 0"):
+        generate(ToyLM(), [1], max_new_tokens=1, greedy=False, temperature=0)
+    with pytest.raises(ValueError, match="generate: input_ids must be a non-empty 1-D sequence"):
+        generate(ToyLM(), [], max_new_tokens=1)
+    with pytest.raises(ValueError, match="generate: max_new_tokens must be an int >= 0, got -1"):
+        generate(ToyLM(), [1], max_new_tokens=-1)
+    with pytest.raises(AttributeError, match="generate: object has no init_caches method"):
+        generate(object(), [1], max_new_tokens=1)
+
+
+def test_zero_new_tokens_returns_the_prompt():
+    out = generate(ToyLM(), [4, 2], max_new_tokens=0)
+    assert out.tokens.tolist() == [4, 2] and out.new_tokens.numel() == 0
