@@ -11,9 +11,11 @@ node applies one `Op` to earlier values (params or nodes). Calls to other functi
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .dims import Dim, DimVar, DivModAtom, dims_equal, format_dim
 from .errors import DSLError, SourceLoc
 from .ops.base import Op, infer
 from .types import TensorType
@@ -36,6 +38,9 @@ class Param(Value):
     const: bool = False
     loc: SourceLoc | None = None
 
+    def __repr__(self) -> str:
+        return f"<Param {'const ' if self.const else ''}{self.name}: {self.type}>"
+
 
 @dataclass(eq=False)
 class Node(Value):
@@ -45,6 +50,11 @@ class Node(Value):
     args: tuple[Value, ...] = ()
     loc: SourceLoc | None = None
     mesh: Any = None
+
+    def __repr__(self) -> str:
+        # Not the dataclass repr: that would print every operand's graph again, recursively.
+        name = self.op.name if self.op is not None else "?"
+        return f"<Node {name}: {self.type} at {self.loc}>"
 
 
 @dataclass(eq=False)
@@ -56,6 +66,10 @@ class Function:
             even when it holds one value).
         converters: weight name -> converter Function (run at prepare time).
         topologies: the execution hierarchy a single-function `@func(topologies=...)` declares.
+        converts: on a converter, the name of the weight it produces.
+
+    Calling a Function with torch tensors evaluates it (one argument per declared parameter,
+    weights included); calling it with traced tensors inside a @func body records a call.
     """
 
     name: str
@@ -66,6 +80,29 @@ class Function:
     loc: SourceLoc | None = None
     converters: dict[str, Function] = field(default_factory=dict)
     topologies: tuple[Any, ...] | None = None
+    converts: str | None = None
+
+    def __call__(self, *args: Any) -> Any:
+        # The DSL and the evaluator build on this module, so they are imported at call time.
+        from ..dsl._trace import call_function, is_traced
+        from .evaluator import evaluate
+
+        if any(is_traced(a) for a in args):
+            return call_function(self, *args)
+        return evaluate(self, *args)
+
+    def converter(self, weight: str) -> Callable[[Callable[..., Any]], Function]:
+        """Decorator: trace a converter producing weight `weight` from raw checkpoint tensors.
+
+        The converter's parameters are raw checkpoint names, annotated like @func parameters; it
+        returns exactly the weight's declared type. It runs at prepare time, not per call.
+        """
+        from ..dsl._func import add_converter
+
+        return lambda pyfn: add_converter(self, weight, pyfn)
+
+    def __repr__(self) -> str:
+        return f"<Function {self.name}>"
 
     @property
     def weights(self) -> tuple[Param, ...]:
@@ -100,22 +137,89 @@ class TupleGet(Op):
     index: int = 0
 
 
+def substitute_dim(d: Dim, mapping: Mapping[DimVar, Dim]) -> Dim:
+    """`d` with each DimVar in `mapping` replaced by its Dim (others kept)."""
+    if isinstance(d, int):
+        return d
+    if isinstance(d, DimVar):
+        return mapping.get(d, d)
+    total: Dim = 0
+    for monomial, coef in d.terms:
+        term: Dim = coef
+        for atom in monomial:
+            if isinstance(atom, DivModAtom):
+                inner = substitute_dim(atom.expr, mapping)
+                term = term * (inner // atom.k if atom.kind == "//" else inner % atom.k)
+            else:
+                term = term * mapping.get(atom, atom)
+        total = total + term
+    return total
+
+
+def _call_error(fn: Function, message: str, expected: object, got: object) -> DSLError:
+    return DSLError(f"call of {fn.name!r}: {message}", expected=expected, got=got)
+
+
+def bind_call(fn: Function, args: tuple[TensorType, ...]) -> dict[DimVar, Dim]:
+    """Bind the callee's DimVars to the caller's extents, checking every declared dimension.
+
+    Raises:
+        DSLError: for a wrong argument count, dtype, rank, or an extent that cannot match.
+    """
+    if len(args) != len(fn.params):
+        names = ", ".join(p.name for p in fn.params)
+        message = f"takes {len(fn.params)} arguments ({names}), got {len(args)}"
+        raise _call_error(fn, message, len(fn.params), len(args))
+    for p, t in zip(fn.params, args, strict=True):
+        pt = p.type
+        if not isinstance(t, TensorType) or t.dtype != pt.dtype or t.rank != pt.rank:
+            raise _call_error(fn, f"argument {p.name!r} must be {pt}, got {t}", pt, t)
+    bindings: dict[DimVar, Dim] = {}
+    for p, t in zip(fn.params, args, strict=True):
+        for want, have in zip(p.type.shape, t.shape, strict=True):
+            if not isinstance(want, DimVar):
+                continue
+            if want in bindings and not dims_equal(bindings[want], have):
+                raise _call_error(
+                    fn,
+                    f"argument {p.name!r} binds {want.name} to {format_dim(have)}, but an earlier argument "
+                    f"bound it to {format_dim(bindings[want])}",
+                    bindings[want],
+                    have,
+                )
+            if isinstance(have, int) and not want.admits(have):
+                raise _call_error(
+                    fn,
+                    f"argument {p.name!r} has extent {have} for {want.name}, "
+                    f"outside its range [{want.lo}, {want.hi})",
+                    f"[{want.lo}, {want.hi})",
+                    have,
+                )
+            bindings.setdefault(want, have)
+    for p, t in zip(fn.params, args, strict=True):
+        for want, have in zip(p.type.shape, t.shape, strict=True):
+            expected = substitute_dim(want, bindings)
+            if not dims_equal(expected, have):
+                raise _call_error(
+                    fn,
+                    f"argument {p.name!r} has shape {t} where {p.type} is declared "
+                    f"(extent {format_dim(have)}, expected {format_dim(expected)})",
+                    p.type,
+                    t,
+                )
+    return bindings
+
+
+def _substitute_type(t: TensorType, mapping: Mapping[DimVar, Dim]) -> TensorType:
+    return t.with_(shape=tuple(substitute_dim(d, mapping) for d in t.shape))
+
+
 @infer.register(Call)
 def _infer_call(op: Call, *args: TensorType) -> ValueType:
     fn = op.function
     assert fn is not None
-    if len(args) != len(fn.params):
-        raise DSLError(
-            f"call of {fn.name!r}: takes {len(fn.params)} arguments ({', '.join(p.name for p in fn.params)}), "
-            f"got {len(args)}",
-            expected=len(fn.params),
-            got=len(args),
-        )
-    for p, t in zip(fn.params, args):
-        pt = p.type
-        if not isinstance(t, TensorType) or t.dtype != pt.dtype or t.rank != pt.rank:
-            raise DSLError(f"call of {fn.name!r}: argument {p.name!r} must be {pt}, got {t}", expected=pt, got=t)
-    types = fn.result_types
+    bindings = bind_call(fn, args)
+    types = tuple(_substitute_type(t, bindings) for t in fn.result_types)
     return types if fn.returns_tuple else types[0]
 
 
