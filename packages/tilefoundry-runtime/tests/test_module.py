@@ -98,3 +98,19 @@ def test_children_must_be_runtime_module_instances_with_unique_names():
         RuntimeModule("p", modules=(Scale,))
     with pytest.raises(ValueError, match=r"RuntimeModule 'p': child names must be unique .* 'a' repeats"):
         RuntimeModule("p", modules=(Scale("a", 1.0), Scale("a", 2.0)))
+
+
+def test_runtime_package_reexports_the_design_names():
+    """DESIGN §3: tilefoundry.runtime re-exports the runtime names with __all__."""
+    import sys
+
+    import tilefoundry.runtime as rt
+
+    names = {
+        "RuntimeModule", "RuntimeFunction", "runtime_module", "runtime_func", "EntryABI", "ParamABI",
+        "entry_abi_of", "param_abi_of", "DictResource", "SafetensorsResource", "Absolute", "Preprocessed",
+        "generate",
+    }  # fmt: skip
+    assert set(rt.__all__) == names
+    assert rt.generate is sys.modules["tilefoundry.runtime.generate"].generate
+    assert rt.RuntimeModule is RuntimeModule
