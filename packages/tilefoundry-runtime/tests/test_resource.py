@@ -203,7 +203,7 @@ def test_1_5_absolute_ignores_the_prefix(data):
 
 
 def test_1_5_subtree_rejects_group_absolute_and_preprocessed_hits(data):
-    """seed 000 §1.5: a subtree segment resolves to one relative path: tuple, Absolute, Preprocessed refused."""
+    """seed 000 §1.5: a subtree segment is one relative path: tuple, Absolute, Preprocessed refused."""
     alias = {
         "experts": ("experts.0", "experts.1"),
         "model": Absolute("model"),
