@@ -150,7 +150,8 @@ def test_2_5_shard_attributes():
     assert [str(a) for a in (Split(1), Broadcast(), Partial("max"), Dynamic())] == [
         "Split(1)", "Broadcast", "Partial(max)", "Dynamic"]
     assert shard_attr(Broadcast) == Broadcast() and shard_attr(Dynamic) == Dynamic()
-    with pytest.raises(DSLError, match=r"Partial: reduction op must be one of sum, prod, max, min, got 'mean'"):
+    with pytest.raises(DSLError, match=r"Partial: reduction op must be one of sum, prod, max, min, "
+                                       r"got 'mean'"):
         Partial("mean")
     with pytest.raises(DSLError, match=r"Partial needs its argument, e.g. Partial\('sum'\) or Split\(0\)"):
         shard_attr(Partial)
@@ -246,7 +247,8 @@ def test_canonical_form_is_enforced():
     with pytest.raises(DSLError, match=r"mesh axis 'cta1' splits position 3, expected a leaf position "
                                        r"in \[0, 3\)"):
         ShardLayout(layout, (Broadcast, Split(3)), m)
-    with pytest.raises(DSLError, match=r"one shard attribute per mesh axis \(cta0, cta1\), expected 2, got 1"):
+    with pytest.raises(DSLError, match=r"one shard attribute per mesh axis \(cta0, cta1\), "
+                                       r"expected 2, got 1"):
         ShardLayout(layout, (Broadcast,), m)
     assert ShardLayout(layout, (Broadcast, Split(1)), m).split_positions() == {1: 1}
 
