@@ -175,8 +175,14 @@ def test_integer_arithmetic_stays_in_its_dtype():
     assert out.dtype == torch.int32 and torch.equal(out, a * b)
 
 
-COMPARISONS = [(pw.Eq(), torch.eq), (pw.Ne(), torch.ne), (pw.Lt(), torch.lt), (pw.Le(), torch.le),
-               (pw.Gt(), torch.gt), (pw.Ge(), torch.ge)]
+COMPARISONS = [
+    (pw.Eq(), torch.eq),
+    (pw.Ne(), torch.ne),
+    (pw.Lt(), torch.lt),
+    (pw.Le(), torch.le),
+    (pw.Gt(), torch.gt),
+    (pw.Ge(), torch.ge),
+]
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
@@ -195,8 +201,11 @@ def test_ordering_comparison_refuses_bool():
     assert infer(pw.Eq(), TensorType((4,), boolean), TensorType((4,), boolean)).dtype == boolean
 
 
-LOGICAL = [(pw.LogicalAnd(), torch.logical_and), (pw.LogicalOr(), torch.logical_or),
-           (pw.LogicalXor(), torch.logical_xor)]
+LOGICAL = [
+    (pw.LogicalAnd(), torch.logical_and),
+    (pw.LogicalOr(), torch.logical_or),
+    (pw.LogicalXor(), torch.logical_xor),
+]
 
 
 @pytest.mark.parametrize(("op", "ref"), LOGICAL, ids=lambda v: getattr(v, "name", ""))
@@ -241,9 +250,16 @@ def test_clamp_refuses_bad_bounds():
         infer(pw.Clamp(lo=2, hi=1), TensorType((4,), f32))
 
 
-@pytest.mark.parametrize(("src", "dst"), [(torch.float32, torch.bfloat16), (torch.bfloat16, torch.float32),
-                                          (torch.float32, torch.int32), (torch.float32, torch.bool),
-                                          (torch.float32, torch.float8_e4m3fn)])
+@pytest.mark.parametrize(
+    ("src", "dst"),
+    [
+        (torch.float32, torch.bfloat16),
+        (torch.bfloat16, torch.float32),
+        (torch.float32, torch.int32),
+        (torch.float32, torch.bool),
+        (torch.float32, torch.float8_e4m3fn),
+    ],
+)
 def test_cast_converts_like_torch(src, dst):
     x = (rand(4, 6, seed=17) * 10).to(src)
     op = pw.Cast(dtype_of(dst))

@@ -120,8 +120,11 @@ def test_argmax_refuses_bool():
     assert str(e.value) == "argmax: x has dtype bool; accepted: f64 f32 f16 bf16 i64 i32 i16 i8 u8"
 
 
-SOFTMAXES = [(Softmax(axis=-1), torch.softmax), (LogSoftmax(axis=1), torch.log_softmax),
-             (Softmax(axis=0), torch.softmax)]
+SOFTMAXES = [
+    (Softmax(axis=-1), torch.softmax),
+    (LogSoftmax(axis=1), torch.log_softmax),
+    (Softmax(axis=0), torch.softmax),
+]
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)

@@ -1,8 +1,8 @@
 """Contractions: matmul (the `@` operator), exactly as torch.matmul.
 
-    matmul(a: [(T, 2048), bf16], b: [(2048, 6144), bf16])       -> [(T, 6144), bf16]
-    matmul(a: [(2, 1, 8, 16), f32], b: [(4, 16, 3), f32])       -> [(2, 4, 8, 3), f32]
-    matmul(a: [(16,), f32], b: [(16,), f32])                     -> [(), f32]
+matmul(a: [(T, 2048), bf16], b: [(2048, 6144), bf16])       -> [(T, 6144), bf16]
+matmul(a: [(2, 1, 8, 16), f32], b: [(4, 16, 3), f32])       -> [(2, 4, 8, 3), f32]
+matmul(a: [(16,), f32], b: [(16,), f32])                     -> [(), f32]
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ def dtype_names(dtypes: Iterable[DType]) -> str:
 
 def format_shape(shape: Sequence[Dim]) -> str:
     """`(tokens, 4)`; a 1-tuple keeps its comma: `(4,)`."""
-    inner = ", ".join(format_dim(d) for d in shape)
+    inner = ", ".join(format_dim(d) if is_dim(d) else repr(d) for d in shape)
     return f"({inner},)" if len(shape) == 1 else f"({inner})"
 
 
@@ -156,6 +156,39 @@ def element_count(shape: Sequence[Dim]) -> Dim:
     for d in shape:
         n = n * d
     return n
+
+
+def _terms(d: Dim) -> tuple[tuple[tuple, int], ...]:
+    if isinstance(d, int):
+        return (((), d),) if d else ()
+    if isinstance(d, DimVar):
+        return (((d,), 1),)
+    return d.terms
+
+
+def exact_quotient(a: Dim, b: Dim) -> Dim | None:
+    """`q` with `q * b == a` for every DimVar value when `b` is a single term, else None.
+
+    Example: `exact_quotient(4096*T, 32*T)` is 128; `exact_quotient(T + 1, T)` is None.
+    """
+    divisor = _terms(b)
+    if len(divisor) != 1:
+        return None
+    ((atoms, coef),) = divisor
+    q: Dim = 0
+    for mono, c in _terms(a):
+        rest = list(mono)
+        for atom in atoms:
+            if atom not in rest:
+                return None
+            rest.remove(atom)
+        if c % coef:
+            return None
+        term: Dim = c // coef
+        for atom in rest:
+            term = term * atom
+        q = q + term
+    return q
 
 
 def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
