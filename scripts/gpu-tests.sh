@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Run the `gpu`-marked tests on a machine with a CUDA GPU and no package registry.
+# Needs ./.whl filled by scripts/gpu-wheels.sh (carried along with the tree). Installs the wheels
+# into a scratch site dir, fills the CUTLASS headers from the carried wheel, runs pytest and
+# prints a one-line summary. Extra arguments go to pytest (e.g. -k attention).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+site=${TILEFOUNDRY_GPU_SITE:-/tmp/tilefoundry-site}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl || exit 1
+export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+export CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
+python3 -m pytest -m gpu -p no:cacheprovider -q -rfE "$@" packages tests 2>&1 | tee /tmp/tilefoundry-gpu-tests.log
+status=${PIPESTATUS[0]}
+echo "gpu suite: $(tail -n 1 /tmp/tilefoundry-gpu-tests.log) (exit $status) on $(date -u +%F)"
+exit "$status"
