@@ -1,0 +1,83 @@
+// Program topology levels and the program_shape / program_dim / program_id queries (seed 000 §2.1-2.2).
+//
+// A level is static when generated code declares its extent with TILEFOUNDRY_STATIC_TOPOLOGY;
+// program_shape / program_dim then return cute::Int constants. Otherwise the level is
+// launch-provided and both are answered at run time by the target's detail::launch_geometry
+// (blockIdx/gridDim/threadIdx/blockDim on CUDA, the host program context on CPU).
+#pragma once
+
+#include <cute/int_tuple.hpp>
+
+namespace tilefoundry {
+
+/**
+ * @brief A fixed enumeration of program topology levels.
+ */
+enum class TopologyScope {
+  cta,          ///< maps to blockIdx (CPU: the worker of the outer parallel loop)
+  thread,       ///< maps to threadIdx (CPU: the vector lane / inner instance)
+  scope_count,  ///< a sentinel
+};
+
+/// Compile-time extent of topology level T; 0 means launch-provided. Specialized by
+/// TILEFOUNDRY_STATIC_TOPOLOGY, never directly.
+template <TopologyScope T>
+struct topology_extent : cute::Int<0> {};
+
+template <TopologyScope T>
+inline constexpr bool is_static_topology_v = topology_extent<T>::value > 0;
+
+namespace detail {
+/// The target's answer for a launch-provided level: static shape() and id(). Defined once per
+/// translation unit by runtime/cuda/topology.cuh or runtime/cpu/topology.h.
+template <TopologyScope T>
+struct launch_geometry;
+}  // namespace detail
+
+/**
+ * @brief Shape of topology level T (e.g. program_shape<cta>() → grid dims).
+ * @tparam T the topology level
+ * Static level: cute::Shape<cute::Int<N>>. Launch-provided: the target's runtime extents
+ * ((x, y, z) on CUDA, (n) on CPU).
+ */
+template <TopologyScope T>
+CUTE_HOST_DEVICE auto program_shape() noexcept {
+  if constexpr (is_static_topology_v<T>) {
+    return cute::Shape<cute::Int<topology_extent<T>::value>>{};
+  } else {
+    return detail::launch_geometry<T>::shape();
+  }
+}
+
+/**
+ * @brief Size of topology level T: cute::Int<N> when static, an int from the launch otherwise.
+ * @tparam T the topology level
+ */
+template <TopologyScope T>
+CUTE_HOST_DEVICE auto program_dim() noexcept {
+  if constexpr (is_static_topology_v<T>) {
+    return cute::Int<topology_extent<T>::value>{};
+  } else {
+    return static_cast<int>(cute::size(detail::launch_geometry<T>::shape()));
+  }
+}
+
+/**
+ * @brief Linearized scalar runtime id of T (current execution instance), first mode fastest.
+ * @tparam T the topology level
+ */
+template <TopologyScope T>
+CUTE_HOST_DEVICE int program_id() noexcept {
+  return detail::launch_geometry<T>::id();
+}
+
+}  // namespace tilefoundry
+
+/// Declares topology level `scope` (cta or thread) static with `extent` instances. Generated code
+/// writes it at namespace scope right after including <tilefoundry/runtime.h>, before any use
+/// of that level; without it the level is launch-provided.
+#define TILEFOUNDRY_STATIC_TOPOLOGY(scope, extent)                                        \
+  template <>                                                                            \
+  struct tilefoundry::topology_extent<tilefoundry::TopologyScope::scope> : cute::Int<(extent)> { \
+    static_assert((extent) > 0, "TILEFOUNDRY_STATIC_TOPOLOGY: extent must be positive");  \
+  }
