@@ -1,3 +1,3 @@
 """The op catalogue: importing this package fills the `infer` and `evaluate` registries."""
 
-from . import contraction, creation, indexing, movement, nn, pointwise, reduction  # noqa: F401
+from . import contraction, creation, indexing, movement, nn, placement, pointwise, reduction  # noqa: F401
