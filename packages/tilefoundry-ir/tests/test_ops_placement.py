@@ -67,8 +67,15 @@ def test_local_infers_the_per_instance_shape():
 
 
 def test_local_refuses_a_value_without_its_shard_layout():
-    with pytest.raises(DSLError, match=r"^local: x must carry the ShardLayout the op names, got layout None"):
+    with pytest.raises(DSLError) as e:
         infer(Local(layout=None), TensorType((4, 8), f32))
+    assert str(e.value) == (
+        "local: x must carry a ShardLayout, got layout None; "
+        "place x first with tf.reshard(x, layout=mesh[...])"
+    )
+    sl = CTA4[Split(0)].resolve((8, 16))
+    with pytest.raises(DSLError, match=r"^local: x has layout None, the op cuts ShardLayout\("):
+        infer(Local(layout=sl), TensorType((8, 16), f32))
 
 
 @pytest.mark.parametrize("cta", range(4))

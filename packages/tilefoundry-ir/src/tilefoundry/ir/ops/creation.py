@@ -37,7 +37,8 @@ def _require_shape(op: str, shape: tuple) -> None:
         )
 
 
-def _value_fits(value: object, dtype: DType) -> bool:
+def value_fits(value: object, dtype: DType) -> bool:
+    """True when the Python number `value` is a `dtype` value without a silent conversion."""
     if dtype.is_bool:
         return isinstance(value, bool)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -69,7 +70,7 @@ class Full(Creation):
 @infer.register(Full)
 def _infer_full(op: Full) -> TensorType:
     _require_shape("full", op.shape)
-    if not _value_fits(op.value, op.dtype):
+    if not value_fits(op.value, op.dtype):
         raise DSLError(
             f"full: value {op.value!r} does not fit dtype {op.dtype}",
             expected=f"a {op.dtype} value",

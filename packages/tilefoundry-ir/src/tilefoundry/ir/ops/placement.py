@@ -133,13 +133,15 @@ class Local(PlacementOp):
 @infer.register(Local)
 def _infer_local(op: Local, x: TensorType) -> TensorType:
     sl = op.layout
-    if not isinstance(sl, ShardLayout) or x.layout != sl:
+    if not isinstance(sl, ShardLayout):
         raise DSLError(
-            f"local: x must carry the ShardLayout the op names, got layout {x.layout} for {sl}; "
-            "place x first with tf.reshard(x, layout=mesh[...])",
-            expected=sl,
-            got=x.layout,
+            f"local: x must carry a ShardLayout, got layout {sl}; place x first with "
+            "tf.reshard(x, layout=mesh[...])",
+            expected="a ShardLayout",
+            got=sl,
         )
+    if x.layout != sl:
+        raise DSLError(f"local: x has layout {x.layout}, the op cuts {sl}", expected=sl, got=x.layout)
     return TensorType(sl.local_extents(), x.dtype, layout=sl.local_layout(), storage=x.storage)
 
 
