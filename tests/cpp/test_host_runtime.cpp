@@ -1,9 +1,8 @@
 // Host-run tests of the host-capable runtime headers, built with g++ for the CPU target:
 // topology ids through ProgramScope, Mesh grouping and local_index(), ShardLayout local shape,
 // local() offsets per seed 000 §2.10, make_shard_tensor, shard_partition, shard-aware copy.
+#define TILEFOUNDRY_THREAD_EXTENT 4  // a static thread level; the cta level is launch-provided
 #include <tilefoundry/runtime.h>
-
-TILEFOUNDRY_STATIC_TOPOLOGY(thread, 4);
 
 #include <numeric>
 #include <type_traits>

@@ -55,4 +55,11 @@ CUTE_HOST_DEVICE auto local(ShardTensor<E, GL, SL> const& t) noexcept {
   return detail::project_local(t.engine.data(), t.shard_layout);
 }
 
+/// The writable local view of t: an owning engine (a register fragment) yields const data
+/// through a const t, so destinations project through this overload.
+template <class E, class GL, class SL>
+CUTE_HOST_DEVICE auto local(ShardTensor<E, GL, SL>& t) noexcept {
+  return detail::project_local(t.engine.data(), t.shard_layout);
+}
+
 }  // namespace tilefoundry

@@ -35,7 +35,7 @@ struct Mesh {
                 "Mesh: mesh_layout must be flat (one integer extent per mesh axis)");
   static_assert(grouping.error != detail::MeshGroupingError::dynamic_inner_level,
                 "Mesh: only the first (outermost) topology level may be launch-provided; "
-                "declare the inner levels with TILEFOUNDRY_STATIC_TOPOLOGY");
+                "give the inner levels static extents (TILEFOUNDRY_THREAD_EXTENT)");
   static_assert(grouping.error != detail::MeshGroupingError::dynamic_axis,
                 "Mesh: a static topology level was assigned a mesh axis with a run-time extent");
   static_assert(grouping.error != detail::MeshGroupingError::product_mismatch,
@@ -43,6 +43,13 @@ struct Mesh {
                 "(trailing axes are taken greedily, last level first)");
   static_assert(grouping.error != detail::MeshGroupingError::unassigned_axes,
                 "Mesh: leading mesh axes are left over after every topology level took its axes");
+
+  /// The level at position I of the topologies list.
+  template <int I>
+  static constexpr TopologyScope level = detail::topology_at<I, Topos...>();
+  /// Static instance count of the levels after position I; 0 when one is launch-provided.
+  template <int I>
+  static constexpr int inner_static_extent = detail::inner_static_extent<I, Topos...>();
 
   MeshLayout mesh_layout;                                         ///< a CuTe-compatible layout
   static constexpr auto topologies = cute::make_tuple(Topos...);  ///< sparse level list (type-level)

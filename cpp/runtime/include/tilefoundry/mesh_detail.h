@@ -98,8 +98,17 @@ constexpr TopologyScope topology_at() {
   return all[I];
 }
 
-/// Product of program_dim over the levels after position I: the linear stride of level I in the
-/// combined instance id (first level outermost).
+/// Product of the static extents of the levels after position I; 0 when one is launch-provided.
+template <int I, TopologyScope... Topos>
+constexpr int inner_static_extent() {
+  constexpr int extents[] = {topology_extent<Topos>::value...};
+  int product = 1;
+  for (int t = I + 1; t < static_cast<int>(sizeof...(Topos)); ++t) product *= extents[t];
+  return product;
+}
+
+/// Product of program_dim over the levels at positions I and after: called with level + 1, the
+/// linear stride of that level in the combined instance id (first level outermost).
 template <int I, TopologyScope... Topos>
 CUTE_HOST_DEVICE auto inner_program_extent() {
   if constexpr (I >= static_cast<int>(sizeof...(Topos))) {

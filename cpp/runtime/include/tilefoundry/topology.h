@@ -1,9 +1,12 @@
 // Program topology levels and the program_shape / program_dim / program_id queries (seed 000 §2.1-2.2).
 //
-// A level is static when generated code declares its extent with TILEFOUNDRY_STATIC_TOPOLOGY;
-// program_shape / program_dim then return cute::Int constants. Otherwise the level is
-// launch-provided and both are answered at run time by the target's detail::launch_geometry
-// (blockIdx/gridDim/threadIdx/blockDim on CUDA, the host program context on CPU).
+// A level is static when the build defines its extent, TILEFOUNDRY_CTA_EXTENT or
+// TILEFOUNDRY_THREAD_EXTENT (on the compiler command line, or before including
+// <tilefoundry/runtime.h>); program_shape / program_dim then return cute::Int constants.
+// Otherwise the level is launch-provided and both are answered at run time by the target's
+// detail::launch_geometry (blockIdx/gridDim/threadIdx/blockDim on CUDA, the host program
+// context on CPU). NOTE: macros rather than specializations written after the include, because
+// the runtime headers themselves use the extents (e.g. ops::mma's tier trait).
 #pragma once
 
 #include <cute/int_tuple.hpp>
@@ -19,10 +22,21 @@ enum class TopologyScope {
   scope_count,  ///< a sentinel
 };
 
-/// Compile-time extent of topology level T; 0 means launch-provided. Specialized by
-/// TILEFOUNDRY_STATIC_TOPOLOGY, never directly.
+/// Compile-time extent of topology level T; 0 means launch-provided.
 template <TopologyScope T>
 struct topology_extent : cute::Int<0> {};
+
+#if defined(TILEFOUNDRY_CTA_EXTENT)
+static_assert((TILEFOUNDRY_CTA_EXTENT) > 0, "TILEFOUNDRY_CTA_EXTENT must be a positive CTA count");
+template <>
+struct topology_extent<TopologyScope::cta> : cute::Int<(TILEFOUNDRY_CTA_EXTENT)> {};
+#endif
+
+#if defined(TILEFOUNDRY_THREAD_EXTENT)
+static_assert((TILEFOUNDRY_THREAD_EXTENT) > 0, "TILEFOUNDRY_THREAD_EXTENT must be a positive thread count");
+template <>
+struct topology_extent<TopologyScope::thread> : cute::Int<(TILEFOUNDRY_THREAD_EXTENT)> {};
+#endif
 
 template <TopologyScope T>
 inline constexpr bool is_static_topology_v = topology_extent<T>::value > 0;
@@ -72,12 +86,3 @@ CUTE_HOST_DEVICE int program_id() noexcept {
 }
 
 }  // namespace tilefoundry
-
-/// Declares topology level `scope` (cta or thread) static with `extent` instances. Generated code
-/// writes it at namespace scope right after including <tilefoundry/runtime.h>, before any use
-/// of that level; without it the level is launch-provided.
-#define TILEFOUNDRY_STATIC_TOPOLOGY(scope, extent)                                        \
-  template <>                                                                            \
-  struct tilefoundry::topology_extent<tilefoundry::TopologyScope::scope> : cute::Int<(extent)> { \
-    static_assert((extent) > 0, "TILEFOUNDRY_STATIC_TOPOLOGY: extent must be positive");  \
-  }
