@@ -9,7 +9,7 @@ from tilefoundry.ir import ops as _ops  # noqa: F401  (fills the registries)
 from tilefoundry.ir.dims import DimVar
 from tilefoundry.ir.dtypes import bf16, boolean, f32, i64, u8
 from tilefoundry.ir.errors import DSLError
-from tilefoundry.ir.ops.base import evaluate, evaluating_on, infer
+from tilefoundry.ir.ops.base import evaluate, evaluating_on, infer, resolve_dims
 from tilefoundry.ir.ops.creation import Arange, Full
 from tilefoundry.ir.types import TensorType
 
@@ -28,6 +28,19 @@ def test_full_evaluates_like_torch(dtype, value):
 def test_full_takes_dimvars_and_dtype_names():
     assert infer(Full((T, 4), 0.5, "bf16")) == TensorType((T, 4), bf16)
     assert infer(Full((), 2.0, "f32")) == TensorType((), f32)
+
+
+def test_full_takes_a_dimvar_value_resolved_when_evaluated():
+    op = Full((), T - 1, i64)
+    assert infer(op) == TensorType((), i64)
+    assert (
+        evaluate(
+            resolve_dims(op, {T: 9}),
+        ).item()
+        == 8
+    )
+    with pytest.raises(DSLError, match=r"^full: value tokens does not fit dtype bool$"):
+        infer(Full((), T, boolean))
 
 
 def test_full_refuses_values_that_do_not_fit():

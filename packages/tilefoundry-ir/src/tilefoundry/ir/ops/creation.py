@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..dims import Dim, format_dim
+from ..dims import Dim, DimExpr, DimVar, format_dim
 from ..dtypes import DType, dtype_of, i64
 from ..errors import DSLError
 from ..types import TensorType
@@ -38,9 +38,11 @@ def _require_shape(op: str, shape: tuple) -> None:
 
 
 def value_fits(value: object, dtype: DType) -> bool:
-    """True when the Python number `value` is a `dtype` value without a silent conversion."""
+    """True when the Python number (or DimVar expression) `value` is a `dtype` value as it is."""
     if dtype.is_bool:
         return isinstance(value, bool)
+    if isinstance(value, (DimVar, DimExpr)):
+        return True
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     if dtype.is_float:
@@ -55,7 +57,8 @@ class Full(Creation):
 
     `value` must be representable without a silent conversion: True/False for bool, an int in
     range for integer dtypes, any int or float (inf and nan included) for float dtypes, which
-    round it to nearest.
+    round it to nearest. A DimVar expression (`T - 1`) is a value too, known when the
+    evaluator binds the DimVars (`x + T` in a @func body builds one).
     """
 
     name = "full"
