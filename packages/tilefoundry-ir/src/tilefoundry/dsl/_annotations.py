@@ -76,7 +76,7 @@ def _items(head: str, shape: tuple, items: tuple) -> dict[str, Any]:
             )
         if kind in found:
             raise _refuse(
-                f"{head}: two {_ITEM_KINDS.get(kind, 'storage')} items ({found[kind]} and {item}); "
+                f"{head}: two {_ITEM_KINDS.get(kind, 'storage')} items ({found[kind]!r} and {item!r}); "
                 f"a tensor has at most one",
                 expected=_ITEMS,
                 got=(found[kind], item),

@@ -10,6 +10,7 @@ calls becomes a node. Errors name the author's file and line.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
 import types
@@ -23,7 +24,7 @@ from ..ir.shard import Topology
 from ..ir.types import TensorType
 from ._annotations import TensorSpec, result_specs
 from ._statements import check_statements
-from ._trace import Trace, TracedTensor, _is_internal, tracing
+from ._trace import Trace, TracedTensor, _is_internal, tracing, user_frame
 
 _FORM = 'Tensor[(dims...), "dtype"] or ConstTensor[(dims...), "dtype"]'
 
@@ -92,13 +93,24 @@ def trace_function(
 
 
 def _annotations(pyfn: Callable[..., Any], kind: str, loc: SourceLoc) -> dict[str, Any]:
+    """The evaluated annotations of `pyfn`.
+
+    Under `from __future__ import annotations` they are strings; they resolve against the
+    function's globals, its closure, and the locals of the scope decorating it (where a
+    DimVar defined next to the function lives).
+    """
+    frame = user_frame()
+    scope = dict(frame.f_locals) if frame is not None else {}
+    code, closure = pyfn.__code__, pyfn.__closure__ or ()
+    for name, cell in zip(code.co_freevars, closure, strict=True):
+        with contextlib.suppress(ValueError):  # an empty cell: not bound yet
+            scope[name] = cell.cell_contents
     try:
-        return inspect.get_annotations(pyfn, eval_str=True)
+        return inspect.get_annotations(pyfn, locals=scope, eval_str=True)
     except NameError as err:
-        # With `from __future__ import annotations` only module-level names resolve.
         raise DSLError(
-            f"{kind} {pyfn.__name__!r}: an annotation does not resolve ({err}); "
-            f"names in annotations must be defined at module level",
+            f"{kind} {pyfn.__name__!r}: an annotation does not resolve ({err}); names in annotations "
+            f"must be visible where the function is decorated",
             where=loc,
             expected="annotations over module-level names",
             got=str(err),

@@ -13,6 +13,7 @@ import contextvars
 import functools
 import os
 import sys
+import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,14 +40,20 @@ def _is_internal(filename: str) -> bool:
     return os.path.realpath(filename).startswith(_package_roots())
 
 
+def user_frame() -> types.FrameType | None:
+    """The first stack frame outside the tilefoundry package (the author's code)."""
+    frame = sys._getframe(1)
+    while frame is not None and _is_internal(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
 def user_loc() -> SourceLoc | None:
     """The source location of the first stack frame outside the tilefoundry package.
 
     A helper function the author writes is outside the package, so its own line is reported.
     """
-    frame = sys._getframe(1)
-    while frame is not None and _is_internal(frame.f_code.co_filename):
-        frame = frame.f_back
+    frame = user_frame()
     return None if frame is None else SourceLoc(frame.f_code.co_filename, frame.f_lineno)
 
 
