@@ -10,6 +10,7 @@ as a forward reference to a name.
 from ..ir.dims import DimVar
 from ..ir.dtypes import bf16, boolean, f16, f32, f64, fp8e4m3, fp8e5m2, i8, i16, i32, i64, u8
 from ..ir.shard import Broadcast, Dynamic, Mesh, Partial, Split, Topology
+from . import tf
 from ._annotations import ConstTensor, Tensor
 from ._func import func
 from ._module import module
@@ -37,5 +38,6 @@ __all__ = [
     "i32",
     "i64",
     "module",
+    "tf",
     "u8",
 ]
