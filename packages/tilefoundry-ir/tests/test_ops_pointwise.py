@@ -22,6 +22,7 @@ T = DimVar("tokens", 1, 8193)
 TOL = {torch.float32: dict(atol=1e-6, rtol=1e-6), torch.bfloat16: dict(atol=1e-2, rtol=1 / 128)}
 FLOAT_DTYPES = [torch.float32, torch.bfloat16]
 NUMERIC_NAMES = "f64 f32 f16 bf16 i64 i32 i16 i8 u8"
+DTYPE_ORDER = NUMERIC_NAMES.split()
 
 
 def rand(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:
@@ -65,6 +66,14 @@ def test_unary_evaluates_like_torch(op, ref, make, dtype):
     out = evaluate(op, x)
     assert out.dtype == dtype and out.shape == x.shape
     torch.testing.assert_close(out, ref(x), **TOL[dtype])
+
+
+@pytest.mark.parametrize(("op", "ref", "make"), UNARY, ids=lambda v: getattr(v, "name", ""))
+def test_unary_refuses_bool_naming_the_accepted_dtypes(op, ref, make):
+    accepted = " ".join(d.name for d in sorted(op.accepted, key=lambda d: DTYPE_ORDER.index(d.name)))
+    with pytest.raises(DSLError) as e:
+        infer(op, TensorType((T,), boolean))
+    assert str(e.value) == f"{op.name}: x has dtype bool; accepted: {accepted}"
 
 
 def test_unary_refuses_integer_for_float_math():
@@ -130,6 +139,19 @@ def test_pow_evaluates_like_torch(dtype):
     torch.testing.assert_close(evaluate(pw.Pow(), a, b), torch.pow(a, b), **TOL[dtype])
 
 
+ALL_BINARY = [*BINARY, (pw.Pow(), torch.pow)]
+
+
+@pytest.mark.parametrize(("op", "ref"), ALL_BINARY, ids=lambda v: getattr(v, "name", ""))
+def test_binary_refuses_mixed_dtypes_per_op(op, ref):
+    with pytest.raises(DSLError) as e:
+        infer(op, TensorType((T, 4), bf16), TensorType((4,), f32))
+    assert str(e.value) == (
+        f"{op.name}: operands must share a dtype (no silent promotion), got a bf16 and b f32; "
+        "cast one with tf.cast"
+    )
+
+
 def test_broadcast_keeps_symbolic_dims():
     t = infer(pw.Add(), TensorType((T, 1), f32), TensorType((1, 8), f32))
     assert t == TensorType((T, 8), f32)
@@ -193,6 +215,12 @@ def test_comparisons_yield_bool(op, ref, dtype):
     assert infer(op, TensorType((4, 5), dtype), TensorType((5,), dtype)) == TensorType((4, 5), boolean)
     out = evaluate(op, a, b)
     assert out.dtype == torch.bool and torch.equal(out, ref(a, b))
+
+
+@pytest.mark.parametrize(("op", "ref"), COMPARISONS, ids=lambda v: getattr(v, "name", ""))
+def test_comparisons_refuse_mixed_dtypes(op, ref):
+    with pytest.raises(DSLError, match=rf"^{op.name}: operands must share a dtype .*, got a i32 and b i64"):
+        infer(op, TensorType((4,), i32), TensorType((4,), i64))
 
 
 def test_ordering_comparison_refuses_bool():
