@@ -1,5 +1,6 @@
-// A minimal check harness for the host-run header tests: CHECK records a failure with its
-// line and expression; main() returns check_summary(), nonzero when anything failed.
+// A minimal check harness for the host-run header tests. CHECK records a failure with its line
+// and expression; run_group() runs one test function and prints "[name] N passed, M failed",
+// the line the pytest driver reads; check_summary() is main's exit status.
 #pragma once
 
 #include <cstdio>
@@ -8,6 +9,7 @@ namespace tf_test {
 
 inline int passed = 0;
 inline int failed = 0;
+inline int any_failed = 0;
 
 inline void record(bool ok, char const* expr, char const* file, int line) {
   if (ok) {
@@ -18,10 +20,15 @@ inline void record(bool ok, char const* expr, char const* file, int line) {
   }
 }
 
-inline int check_summary() {
-  std::printf("%d checks passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+inline void run_group(char const* name, void (*fn)()) {
+  passed = 0;
+  failed = 0;
+  fn();
+  std::printf("[%s] %d passed, %d failed\n", name, passed, failed);
+  any_failed |= failed != 0 || passed == 0;
 }
+
+inline int check_summary() { return any_failed; }
 
 }  // namespace tf_test
 

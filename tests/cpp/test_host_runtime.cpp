@@ -209,15 +209,15 @@ void test_copy_both_directions() {
 }
 
 int main() {
-  test_topology();
-  test_mesh_local_index();
-  test_mesh_cta_only();
-  test_shard_layout_local_shape();
-  test_local_offsets();
-  test_local_broadcast_and_partial_contribute_zero();
-  test_local_rmem_split_stride_zero();
-  test_local_keeps_gmem_residency();
-  test_shard_partition_matches_local();
-  test_copy_both_directions();
+  tf_test::run_group("topology", test_topology);
+  tf_test::run_group("mesh_local_index", test_mesh_local_index);
+  tf_test::run_group("mesh_cta_only", test_mesh_cta_only);
+  tf_test::run_group("shard_layout_local_shape", test_shard_layout_local_shape);
+  tf_test::run_group("local_offsets", test_local_offsets);
+  tf_test::run_group("local_broadcast_and_partial", test_local_broadcast_and_partial_contribute_zero);
+  tf_test::run_group("local_rmem_split_stride_zero", test_local_rmem_split_stride_zero);
+  tf_test::run_group("local_keeps_gmem_residency", test_local_keeps_gmem_residency);
+  tf_test::run_group("shard_partition", test_shard_partition_matches_local);
+  tf_test::run_group("copy_both_directions", test_copy_both_directions);
   return tf_test::check_summary();
 }

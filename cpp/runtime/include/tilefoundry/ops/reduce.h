@@ -154,13 +154,16 @@ __device__ void reduce(Src const& src, Dst&& dst, Ws&& ws = {}) {
     detail::combine_warp<Op, P>(acc);
   } else if constexpr (tier == ReduceTier::cta) {
     using WsT = cute::remove_cvref_t<Ws>;
-    static_assert(!std::is_same_v<WsT, no_workspace>,
-                  "ops::reduce: this reduction combines lanes of different warps and needs a shared-memory "
-                  "workspace ws (size(local dst) * program_dim<thread>() values of accum_t<src element>)");
-    static_assert(cute::is_smem<typename WsT::iterator>::value, "ops::reduce: ws must be a shared-memory tensor");
-    static_assert(std::is_same_v<tilefoundry::detail::value_t<WsT>, Acc>,
-                  "ops::reduce: ws must hold accum_t<src element> values");
-    detail::combine_cta<Op, P>(acc, ws);
+    if constexpr (std::is_same_v<WsT, no_workspace>) {
+      static_assert(!std::is_same_v<WsT, no_workspace>,
+                    "ops::reduce: this reduction combines lanes of different warps and needs a shared-memory "
+                    "workspace ws (size(local dst) * program_dim<thread>() values of accum_t<src element>)");
+    } else {
+      static_assert(cute::is_smem<typename WsT::iterator>::value, "ops::reduce: ws must be a shared-memory tensor");
+      static_assert(std::is_same_v<tilefoundry::detail::value_t<WsT>, Acc>,
+                    "ops::reduce: ws must hold accum_t<src element> values");
+      detail::combine_cta<Op, P>(acc, ws);
+    }
   }
 
   int count = cute::size(lsrc) / N;
