@@ -1,0 +1,182 @@
+"""Lower a partitioned function to a Candidate TileIR `Program`.
+
+Parameters become input buffers, results become output buffers (the entry's out-params),
+other materialized values become temporaries. Each group becomes one kernel built by the
+lowering rules, with operands bound per kernel: a materialized value written by another kernel
+is a Load of its buffer; anything else is its producer's expression, inlined (memoized per
+index so a value used twice is one expression).
+
+    results that are parameters, or one value returned twice, get a copy kernel.
+"""
+
+from __future__ import annotations
+
+from ..dims import DimVar, dim_vars, format_dim
+from ..dtypes import i64
+from ..errors import PlanError
+from ..hir import Function, Node, Param, Value
+from ..plan.partition import Group, Partition, node_origin
+from ..shard import Mesh
+from ..tile.expr import Expr, Load, binary, cast, dim_expr, loads
+from ..tile.stmt import Buffer, Check, DimBinding, Kernel, Program, Stmt, Store, seq, stmt_exprs, walk_stmts
+from ..types import TensorType
+from .core import Compute, Index, IndexCheck, Nest, NestContext, Operand, loop_nest, lower
+
+
+def _dim_bindings(fn: Function, params: tuple[Buffer, ...]) -> tuple[DimBinding, ...]:
+    """Each DimVar read from the first parameter extent that is exactly that DimVar."""
+    found: dict[DimVar, DimBinding] = {}
+    for pi, p in enumerate(params):
+        for axis, d in enumerate(p.shape):
+            if isinstance(d, DimVar) and d not in found:
+                found[d] = DimBinding(d, pi, axis, d)
+    for p in fn.params:
+        for d in p.type.shape:  # type: ignore[union-attr]
+            if not isinstance(d, int):
+                missing = [v for v in dim_vars(d) if v not in found]
+                if missing:
+                    raise PlanError(
+                        f"{fn.name}: DimVar {missing[0].name} appears only inside the extent "
+                        f"{format_dim(d)} of "
+                        f"parameter {p.name!r}; a compiled entry reads each DimVar from an extent that is "
+                        f"exactly that DimVar",
+                        where=fn.name,
+                        expected=f"an extent equal to {missing[0].name}",
+                        got=format_dim(d),
+                    )
+    return tuple(found.values())
+
+
+class _KernelBuilder:
+    """Operand binding for one kernel: buffers for values outside it, inlined producers inside."""
+
+    def __init__(self, part: Partition, buffers: dict[Value, Buffer], own: set[Value], ctx: NestContext):
+        self.part = part
+        self.buffers = buffers
+        self.own = own
+        self.ctx = ctx
+        self.memo: dict[tuple[int, Index], Expr] = {}
+        self.computes: dict[Node, Compute] = {}
+        self.origin: list[str] = []
+
+    def operand(self, v: Value) -> Operand:
+        t: TensorType = v.type  # type: ignore[assignment]
+        if v in self.buffers and (v not in self.own or isinstance(v, Param)):
+            buf = self.buffers[v]
+            return Operand(t, lambda idx: Load(buf, idx), buf)
+        assert isinstance(v, Node)
+        return Operand(t, lambda idx: self.element(v, idx))
+
+    def rule(self, n: Node) -> Compute | Nest:
+        return lower(n.op, n.type, *(self.operand(a) for a in n.args))
+
+    def element(self, n: Node, idx: Index) -> Expr:
+        key = (id(n), idx)
+        if key not in self.memo:
+            if n not in self.computes:
+                form = self.rule(n)
+                assert isinstance(form, Compute), n.op
+                self.computes[n] = form
+                self.origin.append(node_origin(n))
+            self.memo[key] = self.computes[n].expr(idx)
+        return self.memo[key]
+
+    def checks(self) -> list[IndexCheck]:
+        return [c for f in self.computes.values() for c in f.checks]
+
+
+def _check_stmt(ctx: NestContext, check: IndexCheck) -> Stmt:
+    def body(idx: Index) -> Stmt:
+        v = cast(check.operand.at(idx), i64)
+        ok = binary("and", binary("ge", v, dim_expr(check.lo)), binary("lt", v, dim_expr(check.hi)))
+        return Check(ok, check.message, v)
+
+    return loop_nest(ctx, check.operand.shape, body, kind="serial", stem="c")
+
+
+def _request(nodes: list[Node]) -> tuple[str, ...]:
+    for n in nodes:
+        if isinstance(n.mesh, Mesh):
+            return tuple(t.name for t in n.mesh.topologies)
+    return ()
+
+
+def _kernels(part: Partition, g: Group, index: int, buffers: dict[Value, Buffer]) -> list[Kernel]:
+    """The kernel of group `g`, preceded by an index-check kernel when it reads through data."""
+    ctx = NestContext(prefix=f"k{index}_")
+    kb = _KernelBuilder(part, buffers, set(g.nodes), ctx)
+    checks: list[IndexCheck] = []
+    if g.kind == "anchor":
+        (n,) = g.nodes
+        form = kb.rule(n)
+        assert isinstance(form, Nest)
+        kb.origin.insert(0, node_origin(n))
+        body = form.build(buffers[n], ctx)
+        checks += form.checks
+        name, kind = f"k{index}_{n.op.name}", form.form  # type: ignore[union-attr]
+    else:
+        outs = [buffers[n] for n in g.nodes]
+
+        def element(idx: Index) -> Stmt:
+            return seq(*(Store(b, idx, kb.element(n, idx)) for n, b in zip(g.nodes, outs, strict=True)))
+
+        body = loop_nest(ctx, g.domain, element)
+        name, kind = f"k{index}_{g.nodes[-1].op.name}", "element grid"  # type: ignore[union-attr]
+    checks += kb.checks()
+    writes = tuple(buffers[n] for n in g.nodes)
+    kernel = Kernel(name, kind, body, _reads(body, writes), writes, tuple(kb.origin), _request(g.nodes))
+    kernel.decisions.extend(g.notes)
+    if not checks:
+        return [kernel]
+    check_body = seq(*(_check_stmt(ctx, c) for c in checks))
+    check = Kernel(f"k{index}_check", "index check", check_body, _reads(check_body, ()), (), tuple(kb.origin))
+    return [check, kernel]
+
+
+def _reads(body: Stmt, writes: tuple[Buffer, ...]) -> tuple[Buffer, ...]:
+    found = {ld.buffer for ld in _all_loads(body)} - set(writes)
+    return tuple(sorted(found, key=lambda b: b.name))
+
+
+def _all_loads(body: Stmt) -> list[Load]:
+    return [
+        ld for s in walk_stmts(body) for e in stmt_exprs(s) for ld in loads(e) if ld.buffer.role != "local"
+    ]
+
+
+def _copy_kernel(index: int, src: Buffer, dst: Buffer) -> Kernel:
+    ctx = NestContext(prefix=f"k{index}_")
+    body = loop_nest(ctx, dst.shape, lambda idx: Store(dst, idx, Load(src, idx)))
+    return Kernel(f"k{index}_copy", "element grid", body, (src,), (dst,), (f"copy {src.name} -> {dst.name}",))
+
+
+def lower_to_tile(part: Partition) -> Program:
+    """Candidate TileIR for a partitioned function."""
+    fn = part.function
+    buffers: dict[Value, Buffer] = {}
+    inputs = tuple(Buffer(p.name, p.type.dtype, p.type.shape, "input") for p in fn.params)  # type: ignore[union-attr]
+    buffers.update(zip(fn.params, inputs, strict=True))
+    outputs: list[Buffer] = []
+    copies: list[tuple[Buffer, Buffer]] = []
+    for i, r in enumerate(fn.results):
+        t: TensorType = r.type  # type: ignore[assignment]
+        out = Buffer(f"out{i}", t.dtype, t.shape, "output")
+        outputs.append(out)
+        if r in buffers:
+            copies.append((buffers[r], out))
+        else:
+            buffers[r] = out
+    temps = []
+    for g in part.groups:
+        for n in g.nodes:
+            if n not in buffers:
+                t = n.type  # type: ignore[assignment]
+                buffers[n] = Buffer(f"t{len(temps)}", t.dtype, t.shape, "temp")
+                temps.append(buffers[n])
+    for v in part.materialized:
+        if v not in buffers:
+            raise PlanError(f"{fn.name}: value {v} is materialized but no kernel writes it", where=fn.name)
+    kernels = [k for i, g in enumerate(part.groups) for k in _kernels(part, g, i, buffers)]
+    kernels += [_copy_kernel(len(kernels) + i, src, dst) for i, (src, dst) in enumerate(copies)]
+    params = inputs + tuple(outputs)
+    return Program(fn.name, params, len(outputs), tuple(temps), tuple(kernels), _dim_bindings(fn, params))

@@ -1,0 +1,329 @@
+"""TileIR statements, buffers, kernels and programs.
+
+A `Program` is one HIR function lowered: its parameter buffers (inputs, then outputs), the
+temporary buffers between kernels, and the kernels in execution order. A `Kernel` body is a loop
+nest of `For` statements over `Store`s and scalar updates.
+
+The same classes hold both forms. In *Candidate* TileIR a loop says only what it logically is
+(`parallel`: independent iterations; `reduce`: an ordered carry; `serial`); planning turns it
+into *Scheduled* TileIR by setting `binding` (`worker`, `vector`, `serial`), a vector `width`,
+and by replacing proved regions with `AtomCall`s.
+
+    kernel k0_exp  [element grid (T, 64)]
+      for i0 in 0..T parallel:
+        for i1 in 0..64 parallel:
+          out[i0, i1] = exp(x[i0, i1])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..dims import Dim, DimVar
+from ..dtypes import DType
+from .expr import Expr, Var, substitute
+
+ROLES = ("input", "output", "temp", "local")
+LOOP_KINDS = ("parallel", "reduce", "serial")
+BINDINGS = ("worker", "vector", "serial")
+
+
+@dataclass(eq=False)
+class Buffer:
+    """A compact row-major tensor in memory.
+
+    Attributes:
+        role: "input"/"output" (entry parameters), "temp" (between kernels, allocated by the
+            host entry), or "local" (kernel scratch, declared by an `Alloc`).
+        shape: extents; DimVars stay symbolic and are read from parameter shapes at run time.
+    """
+
+    name: str
+    dtype: DType
+    shape: tuple[Dim, ...]
+    role: str = "temp"
+
+    def __post_init__(self) -> None:
+        assert self.role in ROLES, self.role
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.name})"
+
+
+class Stmt:
+    """Base of statements."""
+
+
+@dataclass(eq=False)
+class Seq(Stmt):
+    """Statements in order."""
+
+    body: tuple[Stmt, ...]
+
+
+@dataclass(eq=False)
+class For(Stmt):
+    """`for var in 0..extent` with a logical kind and, once scheduled, a binding.
+
+    Attributes:
+        kind: "parallel" (iterations independent), "reduce" (an ordered carry of
+            `carries`), or "serial".
+        reassociable: on a reduce loop, the op allows its carries' combination to be
+            reassociated (max/min always may; a sum only when the op or options say so).
+        carries: on a reduce loop, (scalar name, combiner) pairs, combiner one of
+            add max min.
+        binding / width: the schedule: "worker" (thread team), "vector" (packs of `width` lanes
+            plus a scalar tail), "serial"; None while Candidate.
+        request: an explicit binding the author asked for (fails closed when not honored).
+    """
+
+    var: str
+    extent: Expr
+    body: Stmt
+    kind: str = "parallel"
+    reassociable: bool = False
+    carries: tuple[tuple[str, str], ...] = ()
+    binding: str | None = None
+    width: int = 1
+    request: str | None = None
+
+    def __post_init__(self) -> None:
+        assert self.kind in LOOP_KINDS, self.kind
+        assert self.binding is None or self.binding in BINDINGS, self.binding
+
+
+@dataclass(eq=False)
+class Store(Stmt):
+    """`buffer[index] = value` (value converted to the buffer's dtype)."""
+
+    buffer: Buffer
+    index: tuple[Expr, ...]
+    value: Expr
+
+
+@dataclass(eq=False)
+class Let(Stmt):
+    """Declare scalar `name` = `value`; `mutable` scalars may be `Assign`ed later (accumulators)."""
+
+    name: str
+    value: Expr
+    mutable: bool = False
+
+    @property
+    def var(self) -> Var:
+        return Var(self.name, self.value.dtype)
+
+
+@dataclass(eq=False)
+class Assign(Stmt):
+    """Update a mutable scalar."""
+
+    name: str
+    value: Expr
+
+
+@dataclass(eq=False)
+class If(Stmt):
+    """`if cond: then else: orelse`."""
+
+    cond: Expr
+    then: Stmt
+    orelse: Stmt | None = None
+
+
+@dataclass(eq=False)
+class Check(Stmt):
+    """Raise at run time unless `cond` holds: `message` then the value of `shown`.
+
+    Only in serial code (data-dependent index validation); planning never binds its loops.
+    """
+
+    cond: Expr
+    message: str
+    shown: Expr
+
+
+@dataclass(eq=False)
+class Alloc(Stmt):
+    """Kernel-local scratch `buffer` (role "local"), live for `body`."""
+
+    buffer: Buffer
+    body: Stmt
+
+
+@dataclass(eq=False)
+class AtomCall(Stmt):
+    """A proved region realized as one opaque atom (e.g. a whole GEMM as one library call).
+
+    Attributes:
+        atom: the catalog name of the atom.
+        operands: buffer operands, in the atom's order.
+        params: the atom's scalar parameters (extents, transposes, strides) as expressions.
+        replaces: the Candidate statement it stands for (kept for printing and re-checking).
+    """
+
+    atom: str
+    operands: tuple[Buffer, ...]
+    params: dict[str, Expr]
+    replaces: Stmt
+
+
+def seq(*stmts: Stmt | None) -> Stmt:
+    """A Seq of the non-None statements, flattening nested Seqs; one statement stays itself."""
+    flat: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        flat.extend(s.body if isinstance(s, Seq) else (s,))
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def child_stmts(s: Stmt) -> tuple[Stmt, ...]:
+    """The direct sub-statements of `s`."""
+    if isinstance(s, Seq):
+        return s.body
+    if isinstance(s, (For, Alloc)):
+        return (s.body,)
+    if isinstance(s, If):
+        return (s.then,) if s.orelse is None else (s.then, s.orelse)
+    return ()
+
+
+def walk_stmts(s: Stmt) -> Iterator[Stmt]:
+    """Every statement of `s`, parents before children."""
+    yield s
+    for c in child_stmts(s):
+        yield from walk_stmts(c)
+
+
+def map_stmt(s: Stmt, fn: Callable[[Stmt], Stmt | None]) -> Stmt:
+    """Rewrite top-down: `fn` returns a replacement (not revisited) or None to recurse."""
+    out = fn(s)
+    if out is not None:
+        return out
+    if isinstance(s, Seq):
+        return Seq(tuple(map_stmt(c, fn) for c in s.body))
+    if isinstance(s, (For, Alloc)):
+        return dataclasses.replace(s, body=map_stmt(s.body, fn))
+    if isinstance(s, If):
+        return If(s.cond, map_stmt(s.then, fn), None if s.orelse is None else map_stmt(s.orelse, fn))
+    return s
+
+
+def stmt_exprs(s: Stmt) -> tuple[Expr, ...]:
+    """The expressions `s` itself evaluates (not those of its children)."""
+    if isinstance(s, For):
+        return (s.extent,)
+    if isinstance(s, Store):
+        return (*s.index, s.value)
+    if isinstance(s, (Let, Assign)):
+        return (s.value,)
+    if isinstance(s, If):
+        return (s.cond,)
+    if isinstance(s, Check):
+        return (s.cond, s.shown)
+    if isinstance(s, AtomCall):
+        return tuple(s.params.values())
+    return ()
+
+
+@dataclass(eq=False)
+class Kernel:
+    """One kernel of a program.
+
+    Attributes:
+        name: unique within the program (`k0_softmax`).
+        form: what the kernel is, for printing and planning ("element grid", "reduction",
+            "contraction", "row", "attention", ...).
+        body: the loop nest.
+        reads / writes: the buffers it reads and writes (parameters and temporaries).
+        origin: the HIR ops it realizes, `op@file:line`, for diagnostics.
+        request: an explicit placement (execution axis names) from the author's Mesh scope.
+        decisions: planning decisions with their reasons (Scheduled form only).
+    """
+
+    name: str
+    form: str
+    body: Stmt
+    reads: tuple[Buffer, ...]
+    writes: tuple[Buffer, ...]
+    origin: tuple[str, ...] = ()
+    request: tuple[str, ...] = ()
+    decisions: list[str] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class DimBinding:
+    """Where the host entry reads a DimVar: `params[param].shape[axis]`, solved if an expression."""
+
+    var: DimVar
+    param: int
+    axis: int
+    extent: Dim
+
+
+@dataclass(eq=False)
+class Program:
+    """One function lowered to TileIR.
+
+    Attributes:
+        params: entry parameter buffers: inputs (declaration order), then outputs.
+        output_count: trailing outputs in `params`.
+        temps: buffers between kernels, allocated by the host entry.
+        dims: how each DimVar is read from the parameters.
+        stage: "candidate" or "scheduled".
+        notes: function-level planning notes (Scheduled form).
+    """
+
+    name: str
+    params: tuple[Buffer, ...]
+    output_count: int
+    temps: tuple[Buffer, ...]
+    kernels: tuple[Kernel, ...]
+    dims: tuple[DimBinding, ...]
+    stage: str = "candidate"
+    notes: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def inputs(self) -> tuple[Buffer, ...]:
+        return self.params[: len(self.params) - self.output_count]
+
+    @property
+    def outputs(self) -> tuple[Buffer, ...]:
+        return self.params[len(self.params) - self.output_count :]
+
+
+def substitute_stmt(s: Stmt, mapping: dict[str, Expr]) -> Stmt:
+    """`s` with each Var named in `mapping` replaced, in every expression it holds."""
+
+    def sub(e: Expr) -> Expr:
+        return substitute(e, mapping)
+
+    def one(x: Stmt) -> Stmt | None:
+        if isinstance(x, Store):
+            return Store(x.buffer, tuple(sub(i) for i in x.index), sub(x.value))
+        if isinstance(x, Let):
+            return Let(x.name, sub(x.value), x.mutable)
+        if isinstance(x, Assign):
+            return Assign(x.name, sub(x.value))
+        if isinstance(x, Check):
+            return Check(sub(x.cond), x.message, sub(x.shown))
+        if isinstance(x, For):
+            return dataclasses.replace(x, extent=sub(x.extent), body=map_stmt(x.body, one))
+        if isinstance(x, If):
+            return If(
+                sub(x.cond), map_stmt(x.then, one), None if x.orelse is None else map_stmt(x.orelse, one)
+            )
+        if isinstance(x, AtomCall):
+            return dataclasses.replace(x, params={k: sub(v) for k, v in x.params.items()})
+        return None
+
+    return map_stmt(s, one)
