@@ -1,14 +1,8 @@
-"""The `tilefoundry` command line."""
+"""`python -m tilefoundry` and the `tilefoundry` console script."""
 
-import sys
+from tilefoundry.cli import main
 
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
-    args = sys.argv[1:] if argv is None else argv
-    print(f"tilefoundry: no command yet ({args})", file=sys.stderr)
-    return 2
-
+__all__ = ["main"]
 
 if __name__ == "__main__":
     raise SystemExit(main())

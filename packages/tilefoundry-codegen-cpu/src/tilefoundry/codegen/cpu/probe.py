@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import platform
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from tilefoundry.ir.target import Availability
 CPUINFO = Path("/proc/cpuinfo")
 MEMINFO = Path("/proc/meminfo")
 CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
+MAX_FREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,20 @@ def _caches() -> tuple[tuple[str, int, bool], ...]:
     return tuple(out)
 
 
+def _mhz(info: dict[str, str]) -> float | None:
+    """The nominal clock: cpufreq's maximum, the model name's "@ 2.60GHz", or "cpu MHz".
+
+    NOTE: "cpu MHz" is the current clock and drifts between reads, so it is the last resort
+    and is rounded to 100 MHz to keep the catalog the same from one process to the next.
+    """
+    if MAX_FREQ.exists():
+        return int(MAX_FREQ.read_text()) / 1e3
+    nominal = re.search(r"@\s*([\d.]+)\s*GHz", info.get("model name", ""))
+    if nominal:
+        return float(nominal.group(1)) * 1e3
+    return round(float(info["cpu MHz"]), -2) if "cpu MHz" in info else None
+
+
 def _memory_bytes() -> int:
     if MEMINFO.exists():
         for line in MEMINFO.read_text().splitlines():
@@ -99,7 +115,7 @@ def host_facts() -> HostFacts:
         model=info.get("model name", platform.processor() or platform.machine()),
         cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
         flags=flags,
-        mhz=float(info["cpu MHz"]) if "cpu MHz" in info else None,
+        mhz=_mhz(info),
         memory_bytes=_memory_bytes(),
         caches=_caches() if CACHE_DIR.exists() else (),
         compiler=compiler,
