@@ -1,6 +1,8 @@
 """Tests of tilefoundry.ir.layout: CuTe's worked examples, then properties over random layouts."""
 
+import copy
 import itertools
+import pickle
 import random
 
 import pytest
@@ -79,9 +81,11 @@ def test_bad_layouts_are_refused(shape, stride, message):
     assert str(err.value) == message
 
 
-def test_layout_is_immutable():
+def test_layout_is_immutable_and_pickles():
     with pytest.raises(AttributeError, match="Layout is immutable"):
         Layout(4).shape = 8
+    a = Layout(((2, DimVar("T", 1, 9)), 4))
+    assert pickle.loads(pickle.dumps(a)) == a and copy.deepcopy(a) == a
 
 
 # ---------------------------------------------------------------- coordinates

@@ -1,6 +1,8 @@
 """Tests of tilefoundry.ir.shard: topologies, meshes, shard attributes, shard layouts, placements."""
 
+import copy
 import itertools
+import pickle
 import threading
 
 import pytest
@@ -251,6 +253,13 @@ def test_canonical_form_is_enforced():
                                        r"expected 2, got 1"):
         ShardLayout(layout, (Broadcast,), m)
     assert ShardLayout(layout, (Broadcast, Split(1)), m).split_positions() == {1: 1}
+
+
+def test_shard_objects_pickle_and_copy():
+    m = Mesh((CTA8, THREAD32), (2, 4, 32))
+    sl = m[Split(0), Broadcast, Partial("max")].resolve((16, 4))
+    assert pickle.loads(pickle.dumps(sl)) == sl and copy.deepcopy(sl) == sl
+    assert pickle.loads(pickle.dumps(m[Split(1), Dynamic, Broadcast])) == m[Split(1), Dynamic, Broadcast]
 
 
 def test_shard_layout_text_and_equality():

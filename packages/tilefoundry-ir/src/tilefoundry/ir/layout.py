@@ -208,6 +208,10 @@ class Layout:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Layout is immutable")
 
+    def __reduce__(self) -> tuple:
+        # Rebuild through __init__: the default slot restore would go through __setattr__.
+        return (Layout, (self.shape, self.stride))
+
     @property
     def size(self) -> Dim:
         """Number of coordinates (the domain's size)."""
