@@ -10,6 +10,7 @@ HELP = "list installed targets, their availability and catalogs"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the command's arguments."""
     parser.add_argument("--json", action="store_true", help="print one JSON object per target, in a list")
 
 
@@ -55,6 +56,7 @@ def _text(reports: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Print every installed target; a target that fails to load is listed with its error."""
     from tilefoundry.ir.target import installed_targets
 
     reports = [_report(name) for name in installed_targets()]
