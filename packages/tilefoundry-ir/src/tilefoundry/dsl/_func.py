@@ -107,6 +107,12 @@ def _annotations(pyfn: Callable[..., Any], kind: str, loc: SourceLoc) -> dict[st
             scope[name] = cell.cell_contents
     try:
         return inspect.get_annotations(pyfn, locals=scope, eval_str=True)
+    except DSLError as err:
+        if isinstance(err.where, SourceLoc) and err.where.file != "<string>":
+            raise
+        # A string annotation was evaluated by `eval`: its own frame is "<string>", so the
+        # `def` line is the place to name.
+        raise DSLError(err.message, where=loc, expected=err.expected, got=err.got) from None
     except NameError as err:
         raise DSLError(
             f"{kind} {pyfn.__name__!r}: an annotation does not resolve ({err}); names in annotations "
