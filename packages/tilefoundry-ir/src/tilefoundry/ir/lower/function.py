@@ -160,7 +160,10 @@ def lower_to_tile(part: Partition) -> Program:
     copies: list[tuple[Buffer, Buffer]] = []
     for i, r in enumerate(fn.results):
         t: TensorType = r.type  # type: ignore[assignment]
-        out = Buffer(f"out{i}", t.dtype, t.shape, "output")
+        name = f"out{i}"
+        while name in {p.name for p in fn.params}:
+            name += "_"
+        out = Buffer(name, t.dtype, t.shape, "output")
         outputs.append(out)
         if r in buffers:
             copies.append((buffers[r], out))

@@ -1,0 +1,228 @@
+// Host-entry helpers of compiled CPU modules: argument checks that raise a tvm-ffi error naming
+// the parameter (surfacing in Python as TypeError / ValueError, never a crash), scratch
+// buffers, 16-bit float storage types and the exact scalar math kernels call.
+//
+//   void rms_entry(TensorView x, TensorView out0) {
+//     tilefoundry::host::Entry e{"rms"};
+//     e.tensor(x, "x", tilefoundry::host::dtype<float>(), 2);
+//     const int64_t d_T = e.bind(x, "x", 0, "T", 1, 65);   // DimVar T in [1, 65)
+//     e.extent(x, "x", 1, 64, "64");
+//   }
+#pragma once
+
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/error.h>
+#include <tvm/ffi/function.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+
+namespace tilefoundry::host {
+
+// 16-bit float storage; arithmetic happens in f32 after `to_f32`.
+struct bf16 {
+  uint16_t bits;
+};
+struct f16 {
+  uint16_t bits;
+};
+
+inline float to_f32(bf16 v) {
+  uint32_t u = static_cast<uint32_t>(v.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+inline bf16 to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return bf16{static_cast<uint16_t>((u >> 16) | 0x40u)};  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+  return bf16{static_cast<uint16_t>(u >> 16)};
+}
+
+inline float to_f32(f16 v) { return static_cast<float>(*reinterpret_cast<const _Float16*>(&v.bits)); }
+
+inline f16 to_f16(float f) {
+  _Float16 h = static_cast<_Float16>(f);
+  f16 out;
+  std::memcpy(&out.bits, &h, 2);
+  return out;
+}
+
+// cast<To>(from): torch's `.to` semantics between storage and compute types.
+template <class To, class From>
+inline To cast(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<From, bf16> || std::is_same_v<From, f16>) {
+    return cast<To>(to_f32(v));
+  } else if constexpr (std::is_same_v<To, bf16>) {
+    return to_bf16(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, f16>) {
+    return to_f16(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+// NaN-propagating max/min (torch.maximum / amax semantics).
+template <class T>
+inline T max_nan(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return (a != a) ? a : ((b != b) ? b : (a > b ? a : b));
+  } else {
+    return a > b ? a : b;
+  }
+}
+template <class T>
+inline T min_nan(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return (a != a) ? a : ((b != b) ? b : (a < b ? a : b));
+  } else {
+    return a < b ? a : b;
+  }
+}
+
+template <class T>
+inline T ipow(T base, T exp) {
+  T out = 1;
+  for (; exp > 0; --exp) out *= base;
+  return out;
+}
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+inline float rsqrt(float x) { return 1.0f / std::sqrt(x); }
+inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+
+template <class T>
+inline DLDataType dtype();
+template <> inline DLDataType dtype<float>() { return {kDLFloat, 32, 1}; }
+template <> inline DLDataType dtype<double>() { return {kDLFloat, 64, 1}; }
+template <> inline DLDataType dtype<bf16>() { return {kDLBfloat, 16, 1}; }
+template <> inline DLDataType dtype<f16>() { return {kDLFloat, 16, 1}; }
+template <> inline DLDataType dtype<int64_t>() { return {kDLInt, 64, 1}; }
+template <> inline DLDataType dtype<int32_t>() { return {kDLInt, 32, 1}; }
+template <> inline DLDataType dtype<int16_t>() { return {kDLInt, 16, 1}; }
+template <> inline DLDataType dtype<int8_t>() { return {kDLInt, 8, 1}; }
+template <> inline DLDataType dtype<uint8_t>() { return {kDLUInt, 8, 1}; }
+template <> inline DLDataType dtype<bool>() { return {kDLBool, 8, 1}; }
+
+inline std::string dtype_name(DLDataType t) {
+  switch (t.code) {
+    case kDLFloat: return t.bits == 32 ? "f32" : t.bits == 64 ? "f64" : t.bits == 16 ? "f16" : "float" + std::to_string(t.bits);
+    case kDLBfloat: return "bf16";
+    case kDLInt: return "i" + std::to_string(t.bits);
+    case kDLUInt: return "u" + std::to_string(t.bits);
+    case kDLBool: return "bool";
+    default: return "dtype code " + std::to_string(t.code) + " bits " + std::to_string(t.bits);
+  }
+}
+
+// The checks of one entry; every message starts with the entry and parameter name.
+struct Entry {
+  const char* name;
+
+  void tensor(const tvm::ffi::TensorView& t, const char* param, DLDataType want, int rank, const char* decl) const {
+    DLDevice dev = t.device();
+    if (dev.device_type != kDLCPU) {
+      TVM_FFI_THROW(TypeError) << name << ": parameter '" << param << "' must be a CPU tensor, got device type "
+                               << dev.device_type << " (id " << dev.device_id << ")";
+    }
+    DLDataType got = t.dtype();
+    if (got.code != want.code || got.bits != want.bits || got.lanes != want.lanes) {
+      TVM_FFI_THROW(TypeError) << name << ": parameter '" << param << "' has dtype " << dtype_name(got)
+                               << ", declared " << dtype_name(want) << " " << decl;
+    }
+    if (t.ndim() != rank) {
+      TVM_FFI_THROW(ValueError) << name << ": parameter '" << param << "' has rank " << t.ndim()
+                                << ", declared rank " << rank << " " << decl;
+    }
+    int64_t expected = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      if (t.size(d) != 1 && t.stride(d) != expected) {
+        TVM_FFI_THROW(ValueError) << name << ": parameter '" << param
+                                  << "' must be contiguous (row-major); dim " << d << " has stride " << t.stride(d)
+                                  << ", expected " << expected;
+      }
+      expected *= t.size(d);
+    }
+  }
+
+  int64_t bind(const tvm::ffi::TensorView& t, const char* param, int axis, const char* var, int64_t lo,
+               int64_t hi) const {
+    int64_t n = t.size(axis);
+    if (n < lo || n >= hi) {
+      TVM_FFI_THROW(ValueError) << name << ": parameter '" << param << "' dim " << axis << " gives DimVar " << var
+                                << " the extent " << n << ", outside its range [" << lo << ", " << hi << ")";
+    }
+    return n;
+  }
+
+  void extent(const tvm::ffi::TensorView& t, const char* param, int axis, int64_t want, const char* what) const {
+    if (t.size(axis) != want) {
+      TVM_FFI_THROW(ValueError) << name << ": parameter '" << param << "' dim " << axis << " is " << t.size(axis)
+                                << ", expected " << what << " = " << want;
+    }
+  }
+
+  // Outputs must not overlap any other parameter: kernels read inputs while writing outputs.
+  void noalias(std::initializer_list<std::pair<const char*, const tvm::ffi::TensorView*>> params,
+               int output_count) const {
+    int i = 0;
+    int first_output = static_cast<int>(params.size()) - output_count;
+    for (const auto& [pa, ta] : params) {
+      int j = 0;
+      for (const auto& [pb, tb] : params) {
+        if (j > i && j >= first_output && overlaps(*ta, *tb)) {
+          TVM_FFI_THROW(ValueError) << name << ": output parameter '" << pb << "' overlaps parameter '" << pa
+                                    << "' in memory; pass a separate output tensor";
+        }
+        ++j;
+      }
+      ++i;
+    }
+  }
+
+  static bool overlaps(const tvm::ffi::TensorView& a, const tvm::ffi::TensorView& b) {
+    auto bytes = [](const tvm::ffi::TensorView& t) {
+      int64_t n = 1;
+      for (int d = 0; d < t.ndim(); ++d) n *= t.size(d);
+      return n * ((t.dtype().bits + 7) / 8);
+    };
+    int64_t na = bytes(a), nb = bytes(b);
+    if (na == 0 || nb == 0) return false;
+    auto pa = reinterpret_cast<uintptr_t>(a.data_ptr()) + a.byte_offset();
+    auto pb = reinterpret_cast<uintptr_t>(b.data_ptr()) + b.byte_offset();
+    return pa < pb + nb && pb < pa + na;
+  }
+};
+
+template <class T>
+inline T* data(const tvm::ffi::TensorView& t) {
+  return reinterpret_cast<T*>(static_cast<char*>(t.data_ptr()) + t.byte_offset());
+}
+
+// A temporary between kernels, 64-byte aligned; empty for zero elements.
+template <class T>
+struct Scratch {
+  explicit Scratch(int64_t n) : ptr(n > 0 ? static_cast<T*>(std::aligned_alloc(64, ((n * sizeof(T) + 63) / 64) * 64)) : nullptr) {
+    if (n > 0 && ptr == nullptr) TVM_FFI_THROW(RuntimeError) << "out of memory allocating " << n << " elements";
+  }
+  ~Scratch() { std::free(ptr); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T* ptr;
+};
+
+}  // namespace tilefoundry::host

@@ -1,0 +1,143 @@
+"""Build generated C++ into a shared library with g++, against tvm-ffi and the runtime headers.
+
+    g++ -std=c++17 -O3 -march=native -fopenmp -fPIC -shared -DTILEFOUNDRY_TARGET_CPU
+        -I<runtime> -I<cutlass> -I<cuda> <tvm_ffi --cxxflags> module.cc -o module.so <--ldflags --libs>
+
+`-fno-math-errno` lets math calls vectorize without changing any value; `-fwrapv` gives
+integer overflow torch's wrapping. The runtime header is precompiled once per flag set into a
+cache directory (`$TILEFOUNDRY_CACHE_DIR/pch/<key>`), so each module compiles only its own code.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tilefoundry.ir.errors import TargetUnavailable
+from tilefoundry.ir.target import LinkedLibrary, Sources
+from tilefoundry.runtime.headers import cuda_include_dirs, cutlass_include_dir, runtime_include_dir
+
+from .probe import host_facts
+
+NAME = "cpu"
+OPT_FLAGS = (
+    "-std=c++17",
+    "-O3",
+    "-march=native",
+    "-fopenmp",
+    "-fPIC",
+    "-fno-math-errno",
+    "-fwrapv",
+    "-DTILEFOUNDRY_TARGET_CPU",
+    "-w",
+)
+
+
+@functools.cache
+def tvm_ffi_flags() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(compile flags, link flags) as `python -m tvm_ffi.config` reports them."""
+
+    def ask(*what: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "tvm_ffi.config", *what],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        return shlex.split(done.stdout)
+
+    cflags = ask("--cxxflags")
+    link = ask("--ldflags") + ask("--libs")
+    libdirs = [f[2:] for f in link if f.startswith("-L")]
+    # The library must find libtvm_ffi at load time without LD_LIBRARY_PATH.
+    link += [f"-Wl,-rpath,{d}" for d in libdirs]
+    return tuple(f for f in cflags if not f.startswith("-std=")), tuple(link)
+
+
+def compiler() -> str:
+    """The C++ compiler: $CXX or g++."""
+    path = host_facts().compiler
+    if path is None:
+        raise TargetUnavailable("no C++ compiler: install g++ or set CXX", where=NAME)
+    return path
+
+
+def include_flags() -> tuple[str, ...]:
+    """`-I` flags for the runtime headers, CuTe/CUTLASS and the CUDA headers CuTe needs."""
+    dirs = [runtime_include_dir(), cutlass_include_dir(), *cuda_include_dirs()]
+    return tuple(f"-I{d}" for d in dirs)
+
+
+def compile_flags() -> tuple[str, ...]:
+    """Every flag of a compile, in order (also part of the on-disk cache key)."""
+    cflags, _ = tvm_ffi_flags()
+    return (*OPT_FLAGS, *include_flags(), *cflags)
+
+
+def toolchain_text() -> str:
+    """The compiler version and flags, as the build cache keys them."""
+    return "\n".join([host_facts().compiler_version, *compile_flags(), *tvm_ffi_flags()[1]])
+
+
+def _cache_root() -> Path:
+    root = os.environ.get("TILEFOUNDRY_CACHE_DIR")
+    return Path(root) if root else Path.home() / ".cache" / "tilefoundry"
+
+
+def precompiled_header() -> Path | None:
+    """A directory holding `tilefoundry/runtime.h.gch` for the current flags, built on first use.
+
+    Returns None when precompiling fails; the build then parses the header itself.
+    """
+    key = hashlib.sha256(toolchain_text().encode()).hexdigest()[:16]
+    root = _cache_root() / "pch" / key
+    gch = root / "tilefoundry" / "runtime.h.gch"
+    if gch.is_file():
+        return root
+    gch.parent.mkdir(parents=True, exist_ok=True)
+    header = runtime_include_dir() / "tilefoundry" / "runtime.h"
+    fd, tmp = tempfile.mkstemp(suffix=".gch", dir=gch.parent)
+    os.close(fd)
+    cmd = [compiler(), *compile_flags(), "-x", "c++-header", str(header), "-o", tmp]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        os.unlink(tmp)
+        return None
+    os.replace(tmp, gch)  # atomic: a concurrent builder sees the whole file or none
+    return root
+
+
+def build(sources: Sources, options: Mapping[str, Any], cache_dir: Path) -> LinkedLibrary:
+    """The `tilefoundry_builder` hook body: one `.so` from the module's `.cc` files.
+
+    Raises:
+        TargetUnavailable: the compiler is missing or rejects the source; the message carries
+            the compiler's first error lines and the path of the kept source.
+    """
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    srcs = []
+    for name, text in sources.files.items():
+        path = cache_dir / name
+        path.write_text(text)
+        srcs.append(str(path))
+    lib = cache_dir / f"{Path(next(iter(sources.files))).stem}.so"
+    pch = precompiled_header()
+    # The precompiled header's directory comes first so `#include <tilefoundry/runtime.h>` finds the .gch.
+    pch_flags = [f"-I{pch}"] if pch is not None else []
+    cmd = [compiler(), *pch_flags, *compile_flags(), "-shared", *srcs, "-o", str(lib), *tvm_ffi_flags()[1]]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        head = "\n".join(done.stderr.splitlines()[:30])
+        raise TargetUnavailable(
+            f"g++ failed on {srcs[0]}:\n{head}", where=NAME, expected="a clean compile", got=done.returncode
+        )
+    return LinkedLibrary(target=NAME, path=lib, entries=sources.entries)

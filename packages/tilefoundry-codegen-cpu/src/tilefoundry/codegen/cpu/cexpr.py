@@ -1,0 +1,161 @@
+"""C++ text of TileIR scalar expressions, types and literals for the cpu target.
+
+Bin("max", x, y, f32)          -> max_nan(x, y)
+Cast(Load(x_bf16, (i,)), f32)  -> cast<float>(x[i])
+Const(inf, f32)                -> std::numeric_limits<float>::infinity()
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from tilefoundry.ir.dims import Dim
+from tilefoundry.ir.dtypes import DType
+from tilefoundry.ir.errors import PlanError
+from tilefoundry.ir.tile.expr import Bin, Cast, Const, Expr, Load, Select, Un, Var, dim_expr
+
+CTYPE = {
+    "f64": "double",
+    "f32": "float",
+    "bf16": "bf16",
+    "f16": "f16",
+    "i64": "int64_t",
+    "i32": "int32_t",
+    "i16": "int16_t",
+    "i8": "int8_t",
+    "u8": "uint8_t",
+    "bool": "bool",
+}
+
+_INFIX = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "div": "/",
+    "floordiv": "/",
+    "mod": "%",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+    "eq": "==",
+    "ne": "!=",
+    "and": "&&",
+    "or": "||",
+    "xor": "!=",
+}
+
+_UNARY = {
+    "exp": "std::exp",
+    "exp2": "std::exp2",
+    "log": "std::log",
+    "log2": "std::log2",
+    "log1p": "std::log1p",
+    "sqrt": "std::sqrt",
+    "rsqrt": "rsqrt",
+    "tanh": "std::tanh",
+    "erf": "std::erf",
+    "sigmoid": "sigmoid",
+    "abs": "std::abs",
+}
+
+
+def ctype(dtype: DType) -> str:
+    """The C++ element type of a dtype.
+
+    Raises:
+        PlanError: fp8 dtypes, which the cpu target has no storage type for.
+    """
+    if dtype.name not in CTYPE:
+        raise PlanError(
+            f"cpu: dtype {dtype} has no CPU realization", expected=" ".join(CTYPE), got=dtype.name
+        )
+    return CTYPE[dtype.name]
+
+
+def literal(value: int | float | bool, dtype: DType) -> str:
+    """A C++ literal of `dtype`."""
+    t = ctype(dtype)
+    if dtype.is_bool:
+        return "true" if value else "false"
+    if dtype.is_float:
+        base = "float" if dtype.bits <= 32 else "double"
+        v = float(value)
+        if math.isnan(v):
+            text = f"std::numeric_limits<{base}>::quiet_NaN()"
+        elif math.isinf(v):
+            text = f"{'-' if v < 0 else ''}std::numeric_limits<{base}>::infinity()"
+        else:
+            text = repr(v) + ("f" if base == "float" else "")
+        return text if base == t else f"cast<{t}>({text})"
+    v = int(value)
+    if dtype.bits == 64 and v == -(2**63):
+        return "(-9223372036854775807LL - 1)"
+    return f"int64_t({v}LL)" if t == "int64_t" else f"static_cast<{t}>({v})"
+
+
+class CExpr:
+    """Emits expressions; `names` maps a Var name to its C++ spelling (lane arrays, dims)."""
+
+    def __init__(self, names: Mapping[str, str]):
+        self.names = names
+
+    def __call__(self, e: Expr) -> str:
+        if isinstance(e, Const):
+            return literal(e.value, e.dtype)
+        if isinstance(e, Var):
+            return self.names.get(e.name, e.name)
+        if isinstance(e, Load):
+            return f"{e.buffer.name}[{self.linear(e.buffer.shape, e.index)}]"
+        if isinstance(e, Cast):
+            return f"cast<{ctype(e.dtype)}>({self(e.a)})"
+        if isinstance(e, Select):
+            return f"({self(e.cond)} ? {self(e.a)} : {self(e.b)})"
+        if isinstance(e, Un):
+            return self.unary(e)
+        assert isinstance(e, Bin)
+        return self.binary(e)
+
+    def unary(self, e: Un) -> str:
+        a = self(e.a)
+        if e.op == "neg":
+            return self.narrow(f"(-{a})", e.dtype)
+        if e.op == "not":
+            return f"(!{a})"
+        return f"{_UNARY[e.op]}({a})"
+
+    def binary(self, e: Bin) -> str:
+        a, b = self(e.a), self(e.b)
+        if e.op == "max":
+            return f"max_nan({a}, {b})"
+        if e.op == "min":
+            return f"min_nan({a}, {b})"
+        if e.op == "pow":
+            return f"std::pow({a}, {b})" if e.dtype.is_float else f"ipow<{ctype(e.dtype)}>({a}, {b})"
+        text = f"({a} {_INFIX[e.op]} {b})"
+        return (
+            text
+            if e.op in ("lt", "le", "gt", "ge", "eq", "ne", "and", "or", "xor")
+            else self.narrow(text, e.dtype)
+        )
+
+    @staticmethod
+    def narrow(text: str, dtype: DType) -> str:
+        """C++ promotes sub-int arithmetic to int; round it back to the dtype (wrapping like torch)."""
+        if dtype.is_integer and dtype.bits < 32:
+            return f"static_cast<{ctype(dtype)}>{text}"
+        return text
+
+    def dim(self, d: Dim) -> str:
+        """An extent as C++ (DimVars are the entry's `d_<name>` values)."""
+        return self(dim_expr(d))
+
+    def linear(self, shape: tuple[Dim, ...], index: tuple[Expr, ...]) -> str:
+        """Row-major offset of `index` in a compact buffer of `shape`."""
+        if not index:
+            return "0"
+        text = self(index[0])
+        for d, i in zip(shape[1:], index[1:], strict=True):
+            text = f"({text}) * {self.dim(d)} + {self(i)}"
+        return text

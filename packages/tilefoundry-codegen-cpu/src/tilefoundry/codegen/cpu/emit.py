@@ -1,0 +1,397 @@
+"""Scheduled TileIR -> C++ for g++: one translation unit per module, one tvm-ffi entry per function.
+
+The source includes only <tilefoundry/runtime.h> (built with -DTILEFOUNDRY_TARGET_CPU). Each
+kernel is a static function over raw `__restrict__` pointers (outputs are checked noalias at the
+entry) and the module's dynamic extents. Bindings become:
+
+    worker  ->  #pragma omp parallel for collapse(n) schedule(static) if(work >= threshold)
+    vector  ->  packs of W lanes (`#pragma omp simd` over a lane loop, scalars lane-private),
+                then a scalar tail for the remainder
+    vector reduce -> W lane-private partial carries folded into the carry, then the tail
+
+    void rms_entry(TensorView x, TensorView g, TensorView out0) { checks; kernels in order }
+    TVM_FFI_DLL_EXPORT_TYPED_FUNC(rms, rms_entry);
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tilefoundry.ir.dims import dim_vars, format_dim
+from tilefoundry.ir.errors import PlanError
+from tilefoundry.ir.target import Sources
+from tilefoundry.ir.tile.expr import Const, Expr, Load, Var, free_vars
+from tilefoundry.ir.tile.stmt import (
+    Alloc,
+    Assign,
+    Check,
+    For,
+    If,
+    Kernel,
+    Let,
+    Program,
+    Seq,
+    Stmt,
+    Store,
+    stmt_exprs,
+    walk_stmts,
+)
+
+from .cexpr import CExpr, ctype, literal
+
+NAME = "cpu"
+# Below this many iterations of a worker region, threads cost more than they save.
+PARALLEL_WORK = 32768
+# Kernel-local scratch up to this size lives on the worker's stack.
+STACK_SCRATCH_BYTES = 32768
+_IDENTITY = {"add": 0.0, "max": float("-inf"), "min": float("inf")}
+
+
+def _lines(items: list[str], indent: int) -> list[str]:
+    return ["  " * indent + x for x in items]
+
+
+class _Body:
+    """Emits one kernel's statements."""
+
+    def __init__(self, program: Program):
+        self.dims = {b.var.name: f"d_{b.var.name}" for b in program.dims}
+
+    def cx(self, extra: Mapping[str, str] | None = None) -> CExpr:
+        return CExpr({**self.dims, **(extra or {})})
+
+    # ------------------------------------------------------------ scalar statements
+
+    def stmt(self, s: Stmt, ind: int, names: Mapping[str, str]) -> list[str]:
+        cx = self.cx(names)
+        if isinstance(s, Seq):
+            return [x for c in s.body for x in self.stmt(c, ind, names)]
+        if isinstance(s, For):
+            return self.loop(s, ind, names)
+        if isinstance(s, Store):
+            return _lines([f"{cx(_load_target(s))} = {cx(s.value)};"], ind)
+        if isinstance(s, Let):
+            qual = "" if s.mutable else "const "
+            return _lines([f"{qual}{ctype(s.value.dtype)} {s.name} = {cx(s.value)};"], ind)
+        if isinstance(s, Assign):
+            return _lines([f"{cx(Var(s.name))} = {cx(s.value)};"], ind)
+        if isinstance(s, If):
+            out = _lines([f"if ({cx(s.cond)}) {{"], ind) + self.stmt(s.then, ind + 1, names)
+            if s.orelse is not None:
+                out += _lines(["} else {"], ind) + self.stmt(s.orelse, ind + 1, names)
+            return out + _lines(["}"], ind)
+        if isinstance(s, Check):
+            msg = s.message.replace("\\", "\\\\").replace('"', '\\"')
+            return _lines(
+                [f'if (!({cx(s.cond)})) TVM_FFI_THROW(IndexError) << entry << ": {msg}" << {cx(s.shown)};'],
+                ind,
+            )
+        if isinstance(s, Alloc):
+            return self.alloc(s, ind, names)
+        raise PlanError(f"cpu: cannot emit statement {type(s).__name__}")
+
+    def alloc(self, s: Alloc, ind: int, names: Mapping[str, str]) -> list[str]:
+        b = s.buffer
+        t = ctype(b.dtype)
+        n = 1
+        static = all(isinstance(d, int) for d in b.shape)
+        for d in b.shape:
+            n = n * d if isinstance(d, int) else n
+        if static and n * b.dtype.itemsize <= STACK_SCRATCH_BYTES:
+            head = [f"alignas(64) {t} {b.name}[{max(n, 1)}];  // local scratch {_shape(b.shape)}"]
+        else:
+            count = " * ".join(self.cx(names).dim(d) for d in b.shape) or "1"
+            head = [
+                f"Scratch<{t}> {b.name}_mem({count});  // local scratch {_shape(b.shape)}",
+                f"{t}* __restrict__ {b.name} = {b.name}_mem.ptr;",
+            ]
+        return _lines(head, ind) + self.stmt(s.body, ind, names)
+
+    def loop(self, s: For, ind: int, names: Mapping[str, str]) -> list[str]:
+        cx = self.cx(names)
+        if s.binding == "worker":
+            return self.worker(s, ind, names)
+        if s.binding == "vector" and s.kind == "parallel":
+            return self.vector(s, ind, names)
+        if s.binding == "vector" and s.kind == "reduce":
+            return self.vector_reduce(s, ind, names)
+        head = f"for (int64_t {s.var} = 0; {s.var} < {cx(s.extent)}; ++{s.var}) {{"
+        return _lines([head], ind) + self.stmt(s.body, ind + 1, names) + _lines(["}"], ind)
+
+    def worker(self, s: For, ind: int, names: Mapping[str, str]) -> list[str]:
+        chain = [s]
+        while isinstance(chain[-1].body, For) and chain[-1].body.binding == "worker":
+            chain.append(chain[-1].body)
+        cx = self.cx(names)
+        work = " * ".join(f"({cx(c.extent)})" for c in chain)
+        inner = _static_work(chain[-1].body)
+        collapse = f" collapse({len(chain)})" if len(chain) > 1 else ""
+        out = _lines(
+            [f"#pragma omp parallel for{collapse} schedule(static) if({work} * {inner} >= {PARALLEL_WORK})"],
+            ind,
+        )
+        for depth, c in enumerate(chain):
+            out += _lines([f"for (int64_t {c.var} = 0; {c.var} < {cx(c.extent)}; ++{c.var}) {{"], ind + depth)
+        out += self.stmt(chain[-1].body, ind + len(chain), names)
+        for depth in reversed(range(len(chain))):
+            out += _lines(["}"], ind + depth)
+        return out
+
+    # ------------------------------------------------------------ vector packs
+
+    def vector(self, s: For, ind: int, names: Mapping[str, str]) -> list[str]:
+        w, base, n = s.width, f"{s.var}_b", f"{s.var}_n"
+        cx = self.cx(names)
+        out = _lines(
+            [
+                "{",
+                f"  const int64_t {n} = {cx(s.extent)};",
+                f"  int64_t {base} = 0;",
+                f"  for (; {base} + {w} <= {n}; {base} += {w}) {{  // packs of {w} lanes",
+            ],
+            ind,
+        )
+        out += self.lanes(s, _flat(s.body), ind + 2, names, w, base)
+        out += _lines(
+            [
+                "  }",
+                f"  for (; {base} < {n}; ++{base}) {{  // scalar tail",
+                f"    const int64_t {s.var} = {base};",
+            ],
+            ind,
+        )
+        out += self.stmt(s.body, ind + 2, names)
+        return out + _lines(["  }", "}"], ind)
+
+    def lanes(
+        self, loop: For, body: list[Stmt], ind: int, names: Mapping[str, str], w: int, base: str
+    ) -> list[str]:
+        """Lane-mode body: simple statements grouped in simd lane loops, inner loops shared by all lanes."""
+        groups: list[list[Stmt] | Stmt] = []
+        for c in body:
+            if isinstance(c, For):
+                groups.append(c)
+            elif groups and isinstance(groups[-1], list):
+                groups[-1].append(c)
+            else:
+                groups.append([c])
+        arrays = _cross_group_lets(groups)
+        lane_names = {**names, **{a: f"{a}[l_]" for a in arrays}}
+        out: list[str] = []
+        for g in groups:
+            if isinstance(g, For):
+                if free_vars(g.extent) & (set(arrays) | {loop.var}):
+                    raise PlanError(
+                        f"cpu: inner loop {g.var} of vector loop {loop.var} has a lane-dependent extent"
+                    )
+                out += _lines(
+                    [f"for (int64_t {g.var} = 0; {g.var} < {self.cx(lane_names)(g.extent)}; ++{g.var}) {{"],
+                    ind,
+                )
+                out += self.lanes(loop, _flat(g.body), ind + 1, lane_names, w, base)
+                out += _lines(["}"], ind)
+                continue
+            for let in g:
+                if isinstance(let, Let) and let.name in arrays:
+                    out += _lines([f"{ctype(let.value.dtype)} {let.name}[{w}];"], ind)
+            out += _lines(
+                [
+                    "#pragma omp simd",
+                    f"for (int64_t l_ = 0; l_ < {w}; ++l_) {{",
+                    f"  const int64_t {loop.var} = {base} + l_;",
+                ],
+                ind,
+            )
+            for c in g:
+                if isinstance(c, Let) and c.name in arrays:
+                    out += _lines([f"{c.name}[l_] = {self.cx(lane_names)(c.value)};"], ind + 1)
+                else:
+                    out += self.stmt(c, ind + 1, lane_names)
+            out += _lines(["}"], ind)
+        return out
+
+    def vector_reduce(self, s: For, ind: int, names: Mapping[str, str]) -> list[str]:
+        w, base, n = s.width, f"{s.var}_b", f"{s.var}_n"
+        cx = self.cx(names)
+        partial = {acc: f"{acc}_p" for acc, _ in s.carries}
+        out = _lines(["{", f"  const int64_t {n} = {cx(s.extent)};", f"  int64_t {base} = 0;"], ind)
+        types = _carry_types(s)
+        for acc, comb in s.carries:
+            t = types[acc]
+            out += _lines(
+                [
+                    f"  {ctype(t)} {partial[acc]}[{w}];",
+                    f"  for (int64_t l_ = 0; l_ < {w}; ++l_) "
+                    f"{partial[acc]}[l_] = {literal(_IDENTITY[comb], t)};",
+                ],
+                ind,
+            )
+        out += _lines(
+            [
+                f"  for (; {base} + {w} <= {n}; {base} += {w}) {{  // packs of {w} lanes, partial carries",
+                "    #pragma omp simd",
+                f"    for (int64_t l_ = 0; l_ < {w}; ++l_) {{",
+                f"      const int64_t {s.var} = {base} + l_;",
+            ],
+            ind,
+        )
+        lane_names = {**names, **{a: f"{p}[l_]" for a, p in partial.items()}}
+        out += self.stmt(s.body, ind + 3, lane_names)
+        out += _lines(["    }", "  }"], ind)
+        for acc, comb in s.carries:
+            fold = {
+                "add": f"{acc} = {acc} + {partial[acc]}[l_];",
+                "max": f"{acc} = max_nan({acc}, {partial[acc]}[l_]);",
+                "min": f"{acc} = min_nan({acc}, {partial[acc]}[l_]);",
+            }[comb]
+            out += _lines([f"  for (int64_t l_ = 0; l_ < {w}; ++l_) {fold}"], ind)
+        out += _lines(
+            [f"  for (; {base} < {n}; ++{base}) {{  // scalar tail", f"    const int64_t {s.var} = {base};"],
+            ind,
+        )
+        out += self.stmt(s.body, ind + 2, names)
+        return out + _lines(["  }", "}"], ind)
+
+
+def _flat(s: Stmt) -> list[Stmt]:
+    return list(s.body) if isinstance(s, Seq) else [s]
+
+
+def _cross_group_lets(groups: list[Any]) -> set[str]:
+    """Lets of a lane group read outside it (or mutable) need one array element per lane."""
+    out: set[str] = set()
+    for gi, g in enumerate(groups):
+        if not isinstance(g, list):
+            continue
+        for s in g:
+            if not isinstance(s, Let):
+                continue
+            if s.mutable or any(s.name in _reads(other) for gj, other in enumerate(groups) if gj != gi):
+                out.add(s.name)
+    return out
+
+
+def _reads(g: Any) -> set[str]:
+    stmts = [g] if isinstance(g, Stmt) else g
+    names: set[str] = set()
+    for s in stmts:
+        for x in walk_stmts(s):
+            names |= {n for e in stmt_exprs(x) for n in free_vars(e)}
+            if isinstance(x, Assign):
+                names.add(x.name)
+    return names
+
+
+def _carry_types(s: For) -> dict[str, Any]:
+    out = {}
+    for x in walk_stmts(s.body):
+        if isinstance(x, Assign):
+            out[x.name] = x.value.dtype
+    return out
+
+
+def _static_work(s: Stmt) -> int:
+    """Iterations of the loops directly under a worker region, counting symbolic extents as 64."""
+    if isinstance(s, Seq):
+        return max((_static_work(c) for c in s.body), default=1)
+    if isinstance(s, For):
+        n = s.extent.value if isinstance(s.extent, Const) else 64
+        return max(1, int(n)) * _static_work(s.body)
+    if isinstance(s, Alloc):
+        return _static_work(s.body)
+    return 1
+
+
+def _load_target(s: Store) -> Expr:
+    return Load(s.buffer, s.index)
+
+
+def _shape(shape: tuple) -> str:
+    return "(" + ", ".join(format_dim(d) for d in shape) + ")"
+
+
+def _kernel(program: Program, k: Kernel) -> list[str]:
+    body = _Body(program)
+    params = [f"const {ctype(b.dtype)}* __restrict__ {b.name}" for b in k.reads]
+    params += [f"{ctype(b.dtype)}* __restrict__ {b.name}" for b in k.writes]
+    params += [f"int64_t d_{d.var.name}" for d in program.dims]
+    params.append("const char* entry")
+    head = [f"// kernel {k.name} [{k.form}]" + (f": {', '.join(k.origin)}" if k.origin else "")]
+    head += [f"//   {d}" for d in k.decisions]
+    sig = f"[[maybe_unused]] static void {program.name}__{k.name}({', '.join(params)}) {{"
+    return [*head, sig, *body.stmt(k.body, 1, {}), "}", ""]
+
+
+def _entry(program: Program) -> list[str]:
+    cx = CExpr({b.var.name: f"d_{b.var.name}" for b in program.dims})
+    args = ", ".join(f"tvm::ffi::TensorView {b.name}" for b in program.params)
+    out = [f"void {program.name}_entry({args}) {{", f'  const Entry e{{"{program.name}"}};']
+    for b in program.params:
+        decl = f"{_shape(b.shape)} {b.dtype}"
+        out.append(f'  e.tensor({b.name}, "{b.name}", dtype<{ctype(b.dtype)}>(), {b.rank}, "{decl}");')
+    bound = set()
+    for d in program.dims:
+        p = program.params[d.param]
+        out.append(
+            f'  const int64_t d_{d.var.name} = e.bind({p.name}, "{p.name}", {d.axis}, "{d.var.name}", '
+            f"{d.var.lo}, {d.var.hi});"
+        )
+        bound.add((d.param, d.axis))
+    for pi, b in enumerate(program.params):
+        for axis, dim in enumerate(b.shape):
+            if (pi, axis) not in bound:
+                out.append(f'  e.extent({b.name}, "{b.name}", {axis}, {cx.dim(dim)}, "{format_dim(dim)}");')
+    pairs = ", ".join(f'{{"{b.name}", &{b.name}}}' for b in program.params)
+    out.append(f"  e.noalias({{{pairs}}}, {program.output_count});")
+    for t in program.temps:
+        count = " * ".join(cx.dim(d) for d in t.shape) or "1"
+        out.append(f"  Scratch<{ctype(t.dtype)}> {t.name}_mem({count});  // {_shape(t.shape)} {t.dtype}")
+    for k in program.kernels:
+        args_k = [_ptr(b) for b in (*k.reads, *k.writes)]
+        args_k += [f"d_{d.var.name}" for d in program.dims]
+        args_k.append(f'"{program.name}"')
+        out.append(f"  {program.name}__{k.name}({', '.join(args_k)});")
+    out += ["}", f"TVM_FFI_DLL_EXPORT_TYPED_FUNC({program.name}, {program.name}_entry);", ""]
+    return out
+
+
+def _ptr(b: Any) -> str:
+    t = ctype(b.dtype)
+    if b.role == "temp":
+        return f"{b.name}_mem.ptr"
+    return f"data<{t}>({b.name})"
+
+
+def emit_module(name: str, programs: tuple[Program, ...]) -> str:
+    """The C++ translation unit of a module's scheduled programs."""
+    for p in programs:
+        for b in p.params:
+            for d in b.shape:
+                if dim_vars(d) - {x.var for x in p.dims}:
+                    raise PlanError(
+                        f"cpu: {p.name}: extent {format_dim(d)} of {b.name} has an unbound DimVar"
+                    )
+    lines = [
+        f"// Generated by tilefoundry codegen-cpu for module {name}. Do not edit.",
+        "#include <tilefoundry/runtime.h>",
+        "",
+        "namespace {",
+        "using namespace tilefoundry::host;",
+        "",
+    ]
+    for p in programs:
+        for k in p.kernels:
+            lines += _kernel(p, k)
+    lines += ["}  // namespace", ""]
+    for p in programs:
+        lines += _entry(p)
+    return "\n".join(lines)
+
+
+def codegen(scheduled: Any, options: Mapping[str, Any]) -> Sources:
+    """The `tilefoundry_codegen` hook body: one `.cc` holding every function of the module."""
+    text = emit_module(scheduled.name, scheduled.programs)
+    return Sources(
+        target=NAME, files={f"{scheduled.name}.cc": text}, entries=tuple(p.name for p in scheduled.programs)
+    )
