@@ -18,10 +18,10 @@ _EXPORTS = {
     "func": "tilefoundry.dsl",
     "module": "tilefoundry.dsl",
     "evaluate": "tilefoundry.ir.evaluator",
-    "jit": "tilefoundry.compiler",
-    "build": "tilefoundry.compiler",
-    "compile": "tilefoundry.compiler",
-    "twin": "tilefoundry.compiler",
+    "jit": "tilefoundry.runtime.jit",
+    "build": "tilefoundry.runtime.jit",
+    "compile": "tilefoundry.runtime.jit",
+    "twin": "tilefoundry.runtime.jit",
 }
 
 __all__ = sorted(_EXPORTS)
