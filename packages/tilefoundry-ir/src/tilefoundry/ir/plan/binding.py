@@ -174,7 +174,13 @@ class _KernelPlan:
             chain.append(chain[-1].body)
         last = chain[-1]
         has_inner = any(isinstance(x, For) for x in walk_stmts(last.body))
-        lanes_fit = self.vectorize and vector_blocker(last) is None and (not has_inner or contiguous(last))
+        # NOTE: without a vector axis (a GPU) nothing would take the lanes: every axis goes to workers.
+        lanes_fit = (
+            self.vectorize
+            and self.vector_axis is not None
+            and vector_blocker(last) is None
+            and (not has_inner or contiguous(last))
+        )
         if len(chain) == 1 and lanes_fit and not has_inner:
             body = strip_mine(body, CHUNK)
             chain = [body]
