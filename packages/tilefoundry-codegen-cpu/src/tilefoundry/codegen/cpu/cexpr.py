@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from tilefoundry.ir.dims import Dim
 from tilefoundry.ir.dtypes import DType
 from tilefoundry.ir.errors import PlanError
+from tilefoundry.ir.tile.stmt import Buffer
 from tilefoundry.ir.tile.expr import Bin, Cast, Const, Expr, Load, Select, Un, Var, dim_expr
 
 CTYPE = {
@@ -61,6 +62,11 @@ _UNARY = {
 }
 
 
+def cname(buffer: Buffer) -> str:
+    """The C++ name of a buffer's pointer: prefixed, so no parameter name meets a keyword."""
+    return f"b_{buffer.name}"
+
+
 def ctype(dtype: DType) -> str:
     """The C++ element type of a dtype.
 
@@ -107,7 +113,7 @@ class CExpr:
         if isinstance(e, Var):
             return self.names.get(e.name, e.name)
         if isinstance(e, Load):
-            return f"{e.buffer.name}[{self.linear(e.buffer.shape, e.index)}]"
+            return f"{cname(e.buffer)}[{self.linear(e.buffer.shape, e.index)}]"
         if isinstance(e, Cast):
             return f"cast<{ctype(e.dtype)}>({self(e.a)})"
         if isinstance(e, Select):

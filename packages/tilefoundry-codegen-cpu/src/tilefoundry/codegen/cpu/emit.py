@@ -38,7 +38,7 @@ from tilefoundry.ir.tile.stmt import (
     walk_stmts,
 )
 
-from .cexpr import CExpr, ctype, literal
+from .cexpr import CExpr, cname, ctype, literal
 
 NAME = "cpu"
 # Below this many iterations of a worker region, threads cost more than they save.
@@ -99,12 +99,12 @@ class _Body:
         for d in b.shape:
             n = n * d if isinstance(d, int) else n
         if static and n * b.dtype.itemsize <= STACK_SCRATCH_BYTES:
-            head = [f"alignas(64) {t} {b.name}[{max(n, 1)}];  // local scratch {_shape(b.shape)}"]
+            head = [f"alignas(64) {t} {cname(b)}[{max(n, 1)}];  // local scratch {_shape(b.shape)}"]
         else:
             count = " * ".join(self.cx(names).dim(d) for d in b.shape) or "1"
             head = [
-                f"Scratch<{t}> {b.name}_mem({count});  // local scratch {_shape(b.shape)}",
-                f"{t}* __restrict__ {b.name} = {b.name}_mem.ptr;",
+                f"Scratch<{t}> {cname(b)}_mem({count});  // local scratch {_shape(b.shape)}",
+                f"{t}* __restrict__ {cname(b)} = {cname(b)}_mem.ptr;",
             ]
         return _lines(head, ind) + self.stmt(s.body, ind, names)
 
@@ -313,8 +313,8 @@ def _shape(shape: tuple) -> str:
 
 def _kernel(program: Program, k: Kernel) -> list[str]:
     body = _Body(program)
-    params = [f"const {ctype(b.dtype)}* __restrict__ {b.name}" for b in k.reads]
-    params += [f"{ctype(b.dtype)}* __restrict__ {b.name}" for b in k.writes]
+    params = [f"const {ctype(b.dtype)}* __restrict__ {cname(b)}" for b in k.reads]
+    params += [f"{ctype(b.dtype)}* __restrict__ {cname(b)}" for b in k.writes]
     params += [f"int64_t d_{d.var.name}" for d in program.dims]
     params.append("const char* entry")
     head = [f"// kernel {k.name} [{k.form}]" + (f": {', '.join(k.origin)}" if k.origin else "")]
@@ -325,28 +325,28 @@ def _kernel(program: Program, k: Kernel) -> list[str]:
 
 def _entry(program: Program) -> list[str]:
     cx = CExpr({b.var.name: f"d_{b.var.name}" for b in program.dims})
-    args = ", ".join(f"tvm::ffi::TensorView {b.name}" for b in program.params)
+    args = ", ".join(f"tvm::ffi::TensorView a_{b.name}" for b in program.params)
     out = [f"void {program.name}_entry({args}) {{", f'  const Entry e{{"{program.name}"}};']
     for b in program.params:
         decl = f"{_shape(b.shape)} {b.dtype}"
-        out.append(f'  e.tensor({b.name}, "{b.name}", dtype<{ctype(b.dtype)}>(), {b.rank}, "{decl}");')
+        out.append(f'  e.tensor(a_{b.name}, "{b.name}", dtype<{ctype(b.dtype)}>(), {b.rank}, "{decl}");')
     bound = set()
     for d in program.dims:
         p = program.params[d.param]
         out.append(
-            f'  const int64_t d_{d.var.name} = e.bind({p.name}, "{p.name}", {d.axis}, "{d.var.name}", '
+            f'  const int64_t d_{d.var.name} = e.bind(a_{p.name}, "{p.name}", {d.axis}, "{d.var.name}", '
             f"{d.var.lo}, {d.var.hi});"
         )
         bound.add((d.param, d.axis))
     for pi, b in enumerate(program.params):
         for axis, dim in enumerate(b.shape):
             if (pi, axis) not in bound:
-                out.append(f'  e.extent({b.name}, "{b.name}", {axis}, {cx.dim(dim)}, "{format_dim(dim)}");')
-    pairs = ", ".join(f'{{"{b.name}", &{b.name}}}' for b in program.params)
+                out.append(f'  e.extent(a_{b.name}, "{b.name}", {axis}, {cx.dim(dim)}, "{format_dim(dim)}");')
+    pairs = ", ".join(f'{{"{b.name}", &a_{b.name}}}' for b in program.params)
     out.append(f"  e.noalias({{{pairs}}}, {program.output_count});")
     for t in program.temps:
         count = " * ".join(cx.dim(d) for d in t.shape) or "1"
-        out.append(f"  Scratch<{ctype(t.dtype)}> {t.name}_mem({count});  // {_shape(t.shape)} {t.dtype}")
+        out.append(f"  Scratch<{ctype(t.dtype)}> {cname(t)}_mem({count});  // {_shape(t.shape)} {t.dtype}")
     for k in program.kernels:
         args_k = [_ptr(b) for b in (*k.reads, *k.writes)]
         args_k += [f"d_{d.var.name}" for d in program.dims]
@@ -359,8 +359,8 @@ def _entry(program: Program) -> list[str]:
 def _ptr(b: Any) -> str:
     t = ctype(b.dtype)
     if b.role == "temp":
-        return f"{b.name}_mem.ptr"
-    return f"data<{t}>({b.name})"
+        return f"{cname(b)}_mem.ptr"
+    return f"data<{t}>(a_{b.name})"
 
 
 def emit_module(name: str, programs: tuple[Program, ...]) -> str:
