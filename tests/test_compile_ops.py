@@ -11,10 +11,10 @@ import torch
 
 import tilefoundry
 from tilefoundry.check import allclose, check, equal
-from tilefoundry.dsl import ConstTensor, DimVar, Tensor, func, module, tf
+from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, i32, i64, module, tf
 
 T = DimVar("T", 1, 33)
-F32 = "f32"
+F32 = f32
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -65,11 +65,11 @@ class Pointwise:
         )
 
     @func
-    def halves(x: Tensor[(T, 20), "bf16"], y: Tensor[(T, 20), "bf16"]):
+    def halves(x: Tensor[(T, 20), bf16], y: Tensor[(T, 20), bf16]):
         return tf.silu(x) * y + x, tf.cast(tf.exp(tf.cast(x, "f32")), "bf16")
 
     @func
-    def logic(a: Tensor[(T, 20), "i32"], b: Tensor[(T, 20), "i32"]):
+    def logic(a: Tensor[(T, 20), i32], b: Tensor[(T, 20), i32]):
         return (a + b) * b - a, tf.maximum(a, b), (a > b) & (b > 0), tf.where(a == b, a, -b)
 
 
@@ -116,11 +116,11 @@ class Movement:
         )
 
     @func
-    def indexing(x: Tensor[(T, 8), F32], ids: Tensor[(5,), "i64"], gi: Tensor[(T, 3), "i64"]):
+    def indexing(x: Tensor[(T, 8), F32], ids: Tensor[(5,), i64], gi: Tensor[(T, 3), i64]):
         return tf.index_select(x, 1, ids), tf.gather(x, 1, gi), tf.embedding(x, gi)
 
     @func
-    def cache(cache: Tensor[(2, 16, 4), F32], pos: Tensor[(), "i32"], new: Tensor[(2, T, 4), F32]):
+    def cache(cache: Tensor[(2, 16, 4), F32], pos: Tensor[(), i32], new: Tensor[(2, T, 4), F32]):
         return tf.cache_update(cache, pos, new, axis=1)
 
 
@@ -131,7 +131,7 @@ class Model:
         x: Tensor[(2, 3, T, 8), F32],
         cos: Tensor[(40, 8), F32],
         sin: Tensor[(40, 8), F32],
-        positions: Tensor[(T,), "i64"],
+        positions: Tensor[(T,), i64],
     ):
         return tf.rope(x, cos, sin, positions)
 
@@ -140,7 +140,7 @@ class Model:
         q: Tensor[(2, 4, T, 8), F32],
         k: Tensor[(2, 2, T, 8), F32],
         v: Tensor[(2, 2, T, 8), F32],
-        kv_len: Tensor[(2,), "i32"],
+        kv_len: Tensor[(2,), i32],
     ):
         return (
             tf.attention(q, k, v, causal=True),

@@ -61,8 +61,8 @@ def load_linked_module(linked: LinkedModule, name: str | None = None) -> Compile
     abi = linked.entries[name] if name is not None else linked.entry
     if abi.abi_version != ABI_VERSION:
         raise ABIError(
-            f"entry {abi.name!r} of {linked.library} was built for ABI version {abi.abi_version}, this runtime "
-            f"speaks version {ABI_VERSION}; rebuild it (clear the build cache)",
+            f"entry {abi.name!r} of {linked.library} was built for ABI version {abi.abi_version}, "
+            f"this runtime speaks version {ABI_VERSION}; rebuild it (clear the build cache)",
             where=str(linked.library),
             expected=ABI_VERSION,
             got=abi.abi_version,
@@ -117,8 +117,8 @@ class CompiledModule(RuntimeModule):
                     f"({', '.join(p.name for p in abi.output_params)}) or none (auto-alloc)"
                 )
             raise TypeError(
-                f"{abi.name}: takes {n_in} inputs ({', '.join(p.name for p in abi.input_params)}), optionally "
-                f"followed by its {abi.output_count} outputs, got {len(args)} arguments"
+                f"{abi.name}: takes {n_in} inputs ({', '.join(p.name for p in abi.input_params)}), "
+                f"optionally followed by its {abi.output_count} outputs, got {len(args)} arguments"
             )
         for p, a in zip(abi.params, args, strict=False):
             if not isinstance(a, torch.Tensor):
@@ -139,8 +139,8 @@ class CompiledModule(RuntimeModule):
             missing = [v.name for d in p.type.shape for v in dim_vars(d) if v not in bindings]
             if missing:
                 raise TypeError(
-                    f"{abi.name}: output {p.name!r} has extent {missing[0]} that no input determines; pass the "
-                    f"outputs (pre-alloc)"
+                    f"{abi.name}: output {p.name!r} has extent {missing[0]} that no input determines; "
+                    f"pass the outputs (pre-alloc)"
                 )
             shape = tuple(evaluate_dim(d, bindings) for d in p.type.shape)
             outs.append(torch.empty(shape, dtype=p.type.dtype.torch, device=device))
