@@ -54,6 +54,12 @@ def extra_operand():
         return tf.exp(x, x)  # extra-operand
 
 
+def unknown_tensor_attribute():
+    @func
+    def f(x: V):
+        return x.softmax(0)  # unknown-tensor-attribute
+
+
 def dtype_mismatch():
     @func
     def f(x: V, y: Tensor[(4,), bf16]):
@@ -320,6 +326,7 @@ CASES = [
     Case(unknown_op, r"unknown op tf.rmsnorm; did you mean tf.rms_norm"),
     Case(missing_operand, r"add\(\) missing 1 required positional argument: 'b'; accepted: tf.add\(a, b\)"),
     Case(extra_operand, r"exp\(\) takes 1 positional argument but 2 were given; accepted: tf.exp\(x\)"),
+    Case(unknown_tensor_attribute, r"a traced tensor has no attribute 'softmax'; accepted: shape dtype ndim"),
     Case(dtype_mismatch, r"add: operands must share a dtype \(no silent promotion\), got a f32 and b bf16"),
     Case(shape_mismatch, r"mul: shapes \(4,\) and \(5,\) do not broadcast"),
     Case(matmul_mismatch, r"matmul: contracted dims must match: a \(4, 8\) has K=8, b \(4, 8\) has K=4"),

@@ -11,7 +11,6 @@ calls becomes a node. Errors name the author's file and line.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import inspect
 import types
 from collections.abc import Callable
@@ -194,11 +193,6 @@ def _explain(err: Exception) -> tuple[str, str]:
     """A message for a Python error at the author's line, and what would have been accepted."""
     from . import tf
 
-    if isinstance(err, AttributeError) and err.obj is tf:
-        public = sorted(n for n in vars(tf) if not n.startswith("_"))
-        close = difflib.get_close_matches(err.name or "", public, n=3)
-        hint = f"; did you mean {', '.join('tf.' + c for c in close)}?" if close else ""
-        return f"unknown op tf.{err.name}{hint}", "an op of the catalogue: " + " ".join(public)
     if isinstance(err, AttributeError) and isinstance(err.obj, TracedTensor):
         accepted = "shape dtype ndim type T reshape transpose permute to, or a tf.* function"
         return f"a traced tensor has no attribute {err.name!r}; accepted: {accepted}", accepted

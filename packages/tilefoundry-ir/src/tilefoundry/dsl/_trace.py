@@ -182,12 +182,7 @@ def _tf(name: str) -> Any:
     # tf imports this module (for emit), so it is looked up at call time.
     from . import tf
 
-    try:
-        return getattr(tf, name)
-    except AttributeError:
-        raise DSLError(
-            f"tf.{name} is not in the op catalogue", where=user_loc(), expected=f"tf.{name}", got="nothing"
-        ) from None
+    return getattr(tf, name)
 
 
 def _data_dependent(what: str, instead: str) -> DSLError:
