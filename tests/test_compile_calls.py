@@ -145,8 +145,8 @@ def test_disk_cache_serves_a_second_process() -> None:
     """A second process compiling the same module reuses the library the first one built."""
     first = tilefoundry.compile(scale, target="cpu").library
     code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); from test_compile_calls import scale; import tilefoundry;"
-        "print(tilefoundry.compile(scale, target='cpu').library)"
+        "import sys; sys.path.insert(0, sys.argv[1]); from test_compile_calls import scale; "
+        "import tilefoundry; print(tilefoundry.compile(scale, target='cpu').library)"
     )
     done = subprocess.run(
         [sys.executable, "-c", code, os.path.dirname(__file__)],
