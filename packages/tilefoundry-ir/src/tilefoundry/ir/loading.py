@@ -74,6 +74,32 @@ def validate_weight(key: str, declared: TensorType, tensor: object) -> torch.Ten
     return tensor
 
 
+def read_weight(resource: Resource, name: str, key: str, declared: TensorType) -> torch.Tensor:
+    """Read weight `name` (checkpoint key `key`) from `resource` and validate it against `declared`.
+
+    Raises:
+        LoadError: the weight is missing, resolves to a one-to-many group (stacking is prepare's
+            job), or its dtype/shape differs from `declared`.
+    """
+    try:
+        tensor = resource.load(name)
+    except KeyError as e:
+        raise LoadError(
+            f"weight {key!r}: declared {declared}, not found in the resource ({e})",
+            where=key,
+            expected=declared,
+        ) from e
+    except TypeError as e:
+        # The resource refuses a one-to-many alias on load: only prepare assembles groups.
+        raise LoadError(
+            f"weight {key!r}: declared {declared}, but {e}; loading reads one tensor per weight, "
+            f"Module.prepare stacks a group into one",
+            where=key,
+            expected=declared,
+        ) from e
+    return validate_weight(key, declared, tensor)
+
+
 def _dtype_name(dt: torch.dtype) -> str:
     try:
         return dtype_of(dt).name
@@ -270,18 +296,9 @@ def load_module(mod: Module, resource: Resource) -> LoadedModule:
 
 
 def _load(mod: Module, resource: Resource, path: str, prefix: str) -> LoadedModule:
-    constants = {}
-    for name, declared in mod.weights.items():
-        key = prefix + name
-        try:
-            tensor = resource.load(name)
-        except KeyError as e:
-            raise LoadError(
-                f"weight {key!r}: declared {declared}, not found in the resource ({e})",
-                where=key,
-                expected=declared,
-            ) from e
-        constants[name] = validate_weight(key, declared, tensor)
+    constants = {
+        name: read_weight(resource, name, prefix + name, declared) for name, declared in mod.weights.items()
+    }
     children = tuple(
         _load(c, resource.subtree(c.name), f"{path}.{c.name}", f"{prefix}{c.name}.") for c in mod.children
     )

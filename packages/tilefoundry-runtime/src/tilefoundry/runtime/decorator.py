@@ -30,7 +30,7 @@ import torch
 
 from tilefoundry.ir.errors import EvalError
 from tilefoundry.ir.hir import Function
-from tilefoundry.ir.loading import LoadError, validate_weight
+from tilefoundry.ir.loading import LoadError, read_weight
 from tilefoundry.ir.module import Module
 
 from .function import RuntimeFunction
@@ -314,17 +314,9 @@ class _Twin(RuntimeModule):
         return self
 
     def _stage(self, resource: Any, prefix: str, staged: list, others: list) -> None:
-        constants = {}
-        for name, declared in self._ir.weights.items():
-            try:
-                tensor = resource.load(name)
-            except KeyError as e:
-                raise LoadError(
-                    f"weight {prefix + name!r}: declared {declared}, not found in the resource ({e})",
-                    where=prefix + name,
-                    expected=declared,
-                ) from e
-            constants[name] = validate_weight(prefix + name, declared, tensor)
+        constants = {
+            name: read_weight(resource, name, prefix + name, t) for name, t in self._ir.weights.items()
+        }
         staged.append((self, constants))
         for child in self.modules:
             sub = resource.subtree(child.name)
