@@ -1,12 +1,14 @@
 """Tests of runtime/generate.py: the causal-LM loop (seed 000 §1.1.2's generation methods).
 
-The loop is exercised here on a small torch model with the three methods; tests/test_generate_dsl.py
-runs it on a causal LM written in the DSL, both as a LoadedModule and as its runtime twin.
+The loop is exercised on a small torch model with the three methods, then on a causal LM written
+in the DSL, both as a LoadedModule and as its runtime twin.
 """
 
 import pytest
 import torch
 
+from tilefoundry.dsl import ConstTensor, Tensor, f32, func, i64, module, tf
+from tilefoundry.runtime import DictResource, runtime_func, runtime_module
 from tilefoundry.runtime.generate import GenerationResult, generate
 
 V, D, MAX = 13, 8, 32
@@ -205,3 +207,99 @@ def test_refusals_name_what_is_wrong():
 def test_zero_new_tokens_returns_the_prompt():
     out = generate(ToyLM(), [4, 2], max_new_tokens=0)
     assert out.tokens.tolist() == [4, 2] and out.new_tokens.numel() == 0
+
+
+# ------------------------------------------------------------ a causal LM written in the DSL
+
+VOCAB, DM, SMAX = 19, 8, 16
+
+
+@module(entry="step")
+class TinyLM:
+    @func
+    def step(
+        token: Tensor[(1,), "i64"], pos: Tensor[(), "i64"], kv_len: Tensor[(), "i64"],
+        k_cache: Tensor[(1, 1, SMAX, DM), "f32"], v_cache: Tensor[(1, 1, SMAX, DM), "f32"],
+        emb: ConstTensor[(VOCAB, DM), "f32"], wq: ConstTensor[(DM, DM), "f32"],
+        wk: ConstTensor[(DM, DM), "f32"], wv: ConstTensor[(DM, DM), "f32"], w_out: ConstTensor[(DM, VOCAB), "f32"],
+    ):  # fmt: skip
+        x = tf.embedding(emb, token)
+        q = tf.reshape(x @ wq, (1, 1, 1, DM))
+        k_all = tf.cache_update(k_cache, pos, tf.reshape(x @ wk, (1, 1, 1, DM)))
+        v_all = tf.cache_update(v_cache, pos, tf.reshape(x @ wv, (1, 1, 1, DM)))
+        o = tf.attention(q, k_all, v_all, causal=True, kv_len=kv_len)
+        return (tf.reshape(o, (1, DM)) + x) @ w_out, k_all, v_all
+
+    def init_caches(self, *, device):
+        return tuple(torch.zeros(1, 1, SMAX, DM, device=device) for _ in range(2))
+
+    def prepare_inputs_for_generation(self, input_ids, step, caches, *, device):
+        token = input_ids[step].reshape(1).to(device)
+        return (token, torch.tensor(step, device=device), torch.tensor(step + 1, device=device), *caches)
+
+    def append_cache(self, caches, fresh):
+        return tuple(fresh)
+
+
+@runtime_module(TinyLM)
+class TinyLMTwin:
+    @runtime_func
+    def step(self, token, pos, kv_len, k_cache, v_cache, emb, wq, wk, wv, w_out):
+        x = emb[token]
+        k_all, v_all = k_cache.clone(), v_cache.clone()
+        k_all[0, 0, int(pos)] = (x @ wk)[0]
+        v_all[0, 0, int(pos)] = (x @ wv)[0]
+        n = int(kv_len)
+        att = torch.softmax((x @ wq) @ k_all[0, 0, :n].T / DM**0.5, dim=-1)
+        return (att @ v_all[0, 0, :n] + x) @ w_out, k_all, v_all
+
+
+def _tiny_weights(seed: int) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    w = {"emb": torch.randn(VOCAB, DM, generator=g), "w_out": torch.randn(DM, VOCAB, generator=g)}
+    w.update({n: torch.randn(DM, DM, generator=g) / DM**0.5 for n in ("wq", "wk", "wv")})
+    return w
+
+
+def _tiny_greedy_reference(w: dict[str, torch.Tensor], prompt: list[int], n: int) -> list[int]:
+    """Greedy continuation recomputed over the whole prefix each time, without a cache."""
+    ids = list(prompt)
+    for _ in range(n):
+        x = w["emb"][torch.tensor(ids)]
+        att = torch.softmax((x[-1:] @ w["wq"]) @ (x @ w["wk"]).T / DM**0.5, dim=-1)
+        ids.append(int(((att @ (x @ w["wv"]) + x[-1:]) @ w["w_out"]).argmax()))
+    return ids
+
+
+def test_1_1_2_generation_methods_bind_on_a_reading_and_its_twin():
+    """seed 000 §1.1.2: init_caches, prepare_inputs_for_generation and append_cache bind on a
+    LoadedModule and its runtime twin in the same way as forward."""
+    w = _tiny_weights(0)
+    loaded = TinyLM.load(DictResource(w))
+    twin = TinyLMTwin().load(DictResource(w))
+    for model in (loaded, twin):
+        for name in ("init_caches", "prepare_inputs_for_generation", "append_cache"):
+            bound = getattr(model, name)
+            assert bound.__self__ is model and bound.__func__ is TinyLM.methods[name]
+
+
+def test_greedy_generation_on_a_dsl_causal_lm_reading_and_twin():
+    w = _tiny_weights(0)
+    prompt = [3, 11, 5]
+    want = _tiny_greedy_reference(w, prompt, 8)
+    loaded = TinyLM.load(DictResource(w))
+    twin = TinyLMTwin().load(DictResource(w))
+    assert generate(loaded, torch.tensor(prompt), max_new_tokens=8).tokens.tolist() == want
+    assert generate(twin, torch.tensor(prompt), max_new_tokens=8).tokens.tolist() == want
+
+
+def test_seeded_sampling_on_a_dsl_causal_lm_repeats_across_reading_and_twin():
+    w = _tiny_weights(1)
+    loaded = TinyLM.load(DictResource(w))
+    twin = TinyLMTwin().load(DictResource(w))
+    kw = {"max_new_tokens": 10, "greedy": False, "temperature": 1.5, "top_k": 8, "top_p": 0.95}
+    a = generate(loaded, [2, 7], seed=21, **kw)
+    b = generate(loaded, [2, 7], seed=21, **kw)
+    c = generate(twin, [2, 7], seed=21, **kw)
+    assert a.tokens.tolist() == b.tokens.tolist() == c.tokens.tolist()
+    assert len(a.new_tokens) == 10 and a.tokens_per_s > 0
