@@ -14,8 +14,8 @@ from tilefoundry.runtime import DictResource
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "examples"))
-import qwen3_layer as q3  # noqa: E402
-from test_qwen3_layer import rotary, weights  # noqa: E402
+import qwen3_layer as q3
+from test_qwen3_layer import rotary, weights
 
 
 @pytest.fixture(scope="module", autouse=True)
