@@ -221,7 +221,8 @@ class TinyLM:
         token: Tensor[(1,), "i64"], pos: Tensor[(), "i64"], kv_len: Tensor[(), "i64"],
         k_cache: Tensor[(1, 1, SMAX, DM), "f32"], v_cache: Tensor[(1, 1, SMAX, DM), "f32"],
         emb: ConstTensor[(VOCAB, DM), "f32"], wq: ConstTensor[(DM, DM), "f32"],
-        wk: ConstTensor[(DM, DM), "f32"], wv: ConstTensor[(DM, DM), "f32"], w_out: ConstTensor[(DM, VOCAB), "f32"],
+        wk: ConstTensor[(DM, DM), "f32"], wv: ConstTensor[(DM, DM), "f32"],
+        w_out: ConstTensor[(DM, VOCAB), "f32"],
     ):  # fmt: skip
         x = tf.embedding(emb, token)
         q = tf.reshape(x @ wq, (1, 1, 1, DM))
