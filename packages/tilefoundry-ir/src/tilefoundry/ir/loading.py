@@ -188,13 +188,13 @@ class LoadedModule:
         self,
         module: Module,
         constants: Mapping[str, torch.Tensor],
-        modules: tuple[LoadedModule, ...],
-        path: str,
+        modules: tuple[LoadedModule, ...] = (),
+        path: str | None = None,
     ) -> None:
         self.module = module
         self.constants = types.MappingProxyType(dict(constants))
         self.modules = tuple(modules)
-        self.path = path
+        self.path = module.name if path is None else path
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names that are not instance attributes; guard against recursion
