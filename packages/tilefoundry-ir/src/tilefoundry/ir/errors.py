@@ -52,6 +52,10 @@ class EvalError(TileFoundryError):
     """A run-time refusal of the evaluator (bad argument count, shape, DimVar range, ...)."""
 
 
+class LoadError(TileFoundryError):
+    """A weight that cannot be read or prepared as declared: `where` is its checkpoint key."""
+
+
 class PlanError(TileFoundryError):
     """A compiler planning refusal: `where` names the kernel and node."""
 

@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import types
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
+from safetensors.torch import save_file
 
 from .dims import DimExpr, DimVar, evaluate_dim
 from .dtypes import dtype_of
-from .errors import DSLError, EvalError, TileFoundryError
+from .errors import DSLError, EvalError, LoadError
 from .evaluator import evaluate
 from .hir import Function
 from .ops.base import evaluating_on
@@ -44,10 +44,6 @@ class Resource(Protocol):
     def load_group(self, name: str) -> tuple[torch.Tensor, ...] | None: ...
 
     def subtree(self, seg: str) -> Resource: ...
-
-
-class LoadError(TileFoundryError):
-    """A weight that cannot be read as declared: `where` is its checkpoint key."""
 
 
 def validate_weight(key: str, declared: TensorType, tensor: object) -> torch.Tensor:
@@ -324,7 +320,8 @@ def prepare_module(
     tensors: dict[str, torch.Tensor] = {}
     _prepare(mod, raw, "", tensors, torch.device(device))
     os.makedirs(out_dir, exist_ok=True)
-    total = _write_safetensors(os.path.join(out_dir, SHARD_NAME), tensors)
+    save_file({k: t.contiguous() for k, t in tensors.items()}, os.path.join(out_dir, SHARD_NAME))
+    total = sum(t.numel() * t.element_size() for t in tensors.values())
     index = {"metadata": {"total_size": total}, "weight_map": dict.fromkeys(sorted(tensors), SHARD_NAME)}
     with open(os.path.join(out_dir, INDEX_NAME), "w") as f:
         json.dump(index, f, indent=2)
@@ -389,41 +386,3 @@ def _fetch(raw: Resource, name: str, key: str) -> torch.Tensor:
         ) from e
 
 
-# safetensors element-type names; the format is a u64 header length, a JSON header, then the
-# little-endian row-major bytes of each tensor at its data_offsets.
-_ST_DTYPES: dict[torch.dtype, str] = {
-    torch.float64: "F64",
-    torch.float32: "F32",
-    torch.float16: "F16",
-    torch.bfloat16: "BF16",
-    torch.float8_e4m3fn: "F8_E4M3",
-    torch.float8_e5m2: "F8_E5M2",
-    torch.int64: "I64",
-    torch.int32: "I32",
-    torch.int16: "I16",
-    torch.int8: "I8",
-    torch.uint8: "U8",
-    torch.bool: "BOOL",
-}
-
-
-def _write_safetensors(path: str, tensors: Mapping[str, torch.Tensor]) -> int:
-    """Write `tensors` as one safetensors file; returns the byte size of the tensor data."""
-    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
-    blobs: list[bytes] = []
-    offset = 0
-    for key in sorted(tensors):
-        t = tensors[key].contiguous()
-        data = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        span = [offset, offset + len(data)]
-        header[key] = {"dtype": _ST_DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": span}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)  # the data section starts 8-byte aligned
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for blob in blobs:
-            f.write(blob)
-    return offset
