@@ -20,7 +20,7 @@ from ..ir.dims import DimVar, dim_vars
 from ..ir.errors import DSLError, SourceLoc, TileFoundryError
 from ..ir.hir import Function, Node, Param, Value
 from ..ir.shard import Topology
-from ..ir.types import TensorType
+from ..ir.types import Storage, TensorType
 from ._annotations import TensorSpec, result_specs
 from ._statements import check_statements
 from ._trace import Trace, TracedTensor, _is_internal, tracing, user_frame
@@ -70,8 +70,9 @@ def trace_function(
             expected='(Topology("cta", 132), Topology("thread", 256))',
             got=tuple(topologies),
         )
-    params = _params(pyfn, kind, loc)
-    declared = _declared_results(pyfn, kind, loc)
+    annotations = _annotations(pyfn, kind, loc)
+    params = _params(pyfn, kind, loc, annotations)
+    declared = _declared_results(annotations, loc)
     _check_dim_names(pyfn.__name__, params, declared or (), loc)
     trace = Trace(pyfn.__name__)
     with tracing(trace):
@@ -117,13 +118,14 @@ def _annotations(pyfn: Callable[..., Any], kind: str, loc: SourceLoc) -> dict[st
             f"{kind} {pyfn.__name__!r}: an annotation does not resolve ({err}); names in annotations "
             f"must be visible where the function is decorated",
             where=loc,
-            expected="annotations over module-level names",
+            expected="names visible where the function is decorated",
             got=str(err),
         ) from None
 
 
-def _params(pyfn: Callable[..., Any], kind: str, loc: SourceLoc) -> tuple[Param, ...]:
-    annotations = _annotations(pyfn, kind, loc)
+def _params(
+    pyfn: Callable[..., Any], kind: str, loc: SourceLoc, annotations: dict[str, Any]
+) -> tuple[Param, ...]:
     params = []
     for p in inspect.signature(pyfn).parameters.values():
         if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
@@ -146,9 +148,9 @@ def _params(pyfn: Callable[..., Any], kind: str, loc: SourceLoc) -> tuple[Param,
     return tuple(params)
 
 
-def _declared_results(pyfn: Callable[..., Any], kind: str, loc: SourceLoc) -> tuple[TensorSpec, ...] | None:
+def _declared_results(annotations: dict[str, Any], loc: SourceLoc) -> tuple[TensorSpec, ...] | None:
     try:
-        return result_specs(_annotations(pyfn, kind, loc).get("return"))
+        return result_specs(annotations.get("return"))
     except DSLError as err:
         raise err.at(loc) from None
 
@@ -241,7 +243,7 @@ def _compatible(declared: TensorType, actual: TensorType) -> bool:
     if declared.dtype != actual.dtype or not declared.same_shape(actual):
         return False
     layout_ok = declared.layout is None or declared.layout == actual.layout
-    storage_ok = declared.storage is type(declared.storage).UNDECIDED or declared.storage == actual.storage
+    storage_ok = declared.storage is Storage.UNDECIDED or declared.storage == actual.storage
     return layout_ok and storage_ok
 
 
