@@ -51,7 +51,9 @@ def test_decode_logits_match_transformers(hf_case, target, opened_models):
         _, caches = model(*model.prepare_inputs(prompt, 0, caches, device="cpu"))
         rows = []
         for i in range(fed.numel()):
-            logits, caches = model(*model.prepare_inputs(fed[i : i + 1], case.prompt.numel() + i, caches, device="cpu"))
+            logits, caches = model(
+                *model.prepare_inputs(fed[i : i + 1], case.prompt.numel() + i, caches, device="cpu")
+            )
             rows.append(logits[-1])
         return torch.stack(rows)
 

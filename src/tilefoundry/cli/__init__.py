@@ -11,7 +11,7 @@ import argparse
 import importlib
 
 # Subcommands, in the order `tilefoundry --help` lists them; each is a module of this package.
-COMMANDS = ("targets",)
+COMMANDS = ("targets", "generate", "embed", "demo")
 DESCRIPTION = "TileFoundry: a tile-based kernel compiler and model runtime."
 
 

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 
-from tilefoundry.ir.errors import TargetUnavailable
+from tilefoundry.ir.errors import TargetUnavailable, TileFoundryError
 from tilefoundry.ir.module import Module
 from tilefoundry.runtime.resource import SafetensorsResource
 
@@ -97,6 +98,27 @@ class OpenedModel:
     tokenizer: Any
 
 
+class CheckpointError(TileFoundryError):
+    """A checkpoint file that cannot be read (corrupt, truncated): `where` names the file."""
+
+
+def default_target() -> str:
+    """The target a command runs when none is named: cuda where it can run, else cpu.
+
+    A compiled target counts only when it is installed and can compile and run here.
+    """
+    from tilefoundry.ir.target import get_target
+
+    for name in ("cuda", "cpu"):
+        try:
+            availability = get_target(name).availability
+        except TargetUnavailable:
+            continue
+        if availability.can_compile and availability.can_run:
+            return name
+    return "torch"
+
+
 def default_device(target: str) -> torch.device:
     """Where a target runs by default: cpu for "cpu", cuda for "cuda", else cuda when present."""
     if target == "cpu" or (target != "cuda" and not torch.cuda.is_available()):
@@ -124,6 +146,7 @@ def open_model(
         ConfigError: an unsupported architecture (naming the supported ones) or a bad field.
         ValueError: an unknown target, or a context the model does not have.
         TargetUnavailable: the target cannot run here, naming why.
+        CheckpointError: a weights file is corrupt or truncated.
         LoadError: a weight is missing or has the wrong shape or dtype.
     """
     if target not in RUNNERS:
@@ -141,8 +164,17 @@ def open_model(
     else:
         sem = bert_encoder(cfg)
         alias = bert_alias(cfg, prefix=_bert_prefix(Path(ckpt_dir)))
-    resource = SafetensorsResource(str(ckpt_dir), device=str(dev), alias=alias)
-    model = RUNNERS[target](cfg, sem, resource)
+    try:
+        resource = SafetensorsResource(str(ckpt_dir), device=str(dev), alias=alias)
+        model = RUNNERS[target](cfg, sem, resource)
+    except SafetensorError as err:
+        files = ", ".join(sorted(p.name for p in Path(ckpt_dir).glob("*.safetensors")))
+        raise CheckpointError(
+            f"checkpoint {str(ckpt_dir)!r}: a weights file ({files}) is corrupt or truncated: {err}",
+            where=str(ckpt_dir),
+            expected="complete safetensors files",
+            got=str(err),
+        ) from None
     return OpenedModel(
         cfg, sem, model, target, dev, time.perf_counter() - start, load_tokenizer(ckpt_dir, cfg)
     )
@@ -168,8 +200,8 @@ def checkpoint_keys(ckpt_dir: str | Path) -> list[str]:
 def load_tokenizer(ckpt_dir: str | Path, cfg: ModelConfig | None = None) -> Any:
     """The checkpoint's tokenizer.json as a `tokenizers.Tokenizer`, or None when it has none.
 
-    Padding is switched off. An encoder's tokenizer truncates to sentence-transformers' max_seq_length when the
-    checkpoint states one (sentence_bert_config.json).
+    Padding is switched off. An encoder's tokenizer truncates to sentence-transformers'
+    max_seq_length when the checkpoint states one (sentence_bert_config.json).
     """
     path = Path(ckpt_dir)
     if not (path / "tokenizer.json").is_file():
