@@ -1,0 +1,156 @@
+"""CPU benchmark: compiled TileFoundry vs torch eager and torch.compile, measured in one run.
+
+    uv run python bench/cpu/run.py [--iters 10] [--warmup 3]
+
+Each case is first checked against the evaluator, then timed (median of `--iters` after
+`--warmup`). Cold compile time uses a fresh build cache; cache-hit time compiles again in the
+same process after clearing jit's in-process cache. Not a test: it prints a table and writes
+the rows to bench/results/cpu-<date>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+import tilefoundry
+from tilefoundry.check import allclose, check
+from tilefoundry.dsl import ConstTensor, Tensor, f32, func, tf
+
+N = 4096
+M = K = NN = 1024
+
+
+@func
+def chain(x: Tensor[(N, N), f32], y: Tensor[(N, N), f32]):
+    return tf.silu(x * y + 1.0) - tf.tanh(y) * 0.5
+
+
+@func
+def rms(x: Tensor[(N, N), f32], w: ConstTensor[(N,), f32]):
+    return tf.rms_norm(x, w)
+
+
+@func
+def softmax(x: Tensor[(N, N), f32]):
+    return tf.softmax(x, -1)
+
+
+@func
+def gemm(a: Tensor[(M, K), f32], b: Tensor[(K, NN), f32]):
+    return a @ b
+
+
+def _chain_torch(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.silu(x * y + 1.0) - torch.tanh(y) * 0.5
+
+
+def _rms_torch(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + 1e-6) * w
+
+
+CASES: list[tuple[str, object, Callable[..., torch.Tensor], Callable[[torch.Generator], tuple], float]] = [
+    (
+        "pointwise chain (6 ops)",
+        chain,
+        _chain_torch,
+        lambda g: (torch.randn(N, N, generator=g), torch.randn(N, N, generator=g)),
+        0.0,
+    ),
+    (
+        "rms_norm",
+        rms,
+        _rms_torch,
+        lambda g: (torch.randn(N, N, generator=g), torch.randn(N, generator=g)),
+        0.0,
+    ),
+    ("softmax", softmax, lambda x: torch.softmax(x, -1), lambda g: (torch.randn(N, N, generator=g),), 0.0),
+    (
+        "gemm f32",
+        gemm,
+        torch.matmul,
+        lambda g: (torch.randn(M, K, generator=g), torch.randn(K, NN, generator=g)),
+        2.0 * M * K * NN,
+    ),
+]
+
+
+def _time(fn: Callable[[], object], warmup: int, iters: int) -> float:
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    args = ap.parse_args()
+    os.environ["TILEFOUNDRY_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilefoundry-bench-")
+    cpu = platform.processor() or platform.machine()
+    print(
+        f"# cpu: {cpu}, {os.cpu_count()} cores, torch {torch.__version__}, threads {torch.get_num_threads()}, "
+        f"warmup {args.warmup}, iters {args.iters}"
+    )
+    header = (
+        "case | shape | ours ms | eager ms | compile ms | vs eager | vs compile | GFLOP/s | cold s | hit s"
+    )
+    print(header)
+    print("-" * len(header))
+    rows = []
+    g = torch.Generator().manual_seed(0)
+    for name, fn, ref, make, flops in CASES:
+        inputs = make(g)
+        t0 = time.perf_counter()
+        ours = tilefoundry.jit(fn, target="cpu")
+        cold = time.perf_counter() - t0
+        tilefoundry.jit.cache_clear()
+        t0 = time.perf_counter()
+        ours = tilefoundry.jit(fn, target="cpu")
+        hit = time.perf_counter() - t0
+        report = check(ours, fn, inputs, expect={"output": [allclose(atol=1e-3, rtol=1e-3)]})
+        assert report.passed, f"{name}:\n{report}"
+        compiled_ref = torch.compile(ref)
+        t_ours = _time(lambda: ours(*inputs), args.warmup, args.iters)  # noqa: B023
+        t_eager = _time(lambda: ref(*inputs), args.warmup, args.iters)  # noqa: B023
+        t_comp = _time(lambda: compiled_ref(*inputs), args.warmup, args.iters)  # noqa: B023
+        shape = "x".join(str(s) for s in inputs[0].shape)
+        gf = f"{flops / t_ours / 1e9:.0f}" if flops else "-"
+        row = dict(
+            case=name,
+            shape=shape,
+            ours_ms=t_ours * 1e3,
+            eager_ms=t_eager * 1e3,
+            compile_ms=t_comp * 1e3,
+            speedup_eager=t_eager / t_ours,
+            speedup_compile=t_comp / t_ours,
+            cold_s=cold,
+            hit_s=hit,
+        )
+        rows.append(row)
+        print(
+            f"{name} | {shape} | {t_ours * 1e3:.1f} | {t_eager * 1e3:.1f} | {t_comp * 1e3:.1f} | "
+            f"{t_eager / t_ours:.2f}x | {t_comp / t_ours:.2f}x | {gf} | {cold:.1f} | {hit:.3f}"
+        )
+    out = Path(__file__).resolve().parents[1] / "results" / f"cpu-{datetime.date.today()}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
