@@ -104,7 +104,8 @@ def main() -> None:
     os.environ["TILEFOUNDRY_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilefoundry-bench-")
     cpu = platform.processor() or platform.machine()
     print(
-        f"# cpu: {cpu}, {os.cpu_count()} cores, torch {torch.__version__}, threads {torch.get_num_threads()}, "
+        f"# cpu: {cpu}, {os.cpu_count()} cores, torch {torch.__version__}, "
+        f"threads {torch.get_num_threads()}, "
         f"warmup {args.warmup}, iters {args.iters}"
     )
     header = (
