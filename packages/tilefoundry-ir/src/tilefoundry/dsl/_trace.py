@@ -172,10 +172,7 @@ def call_function(fn: Function, *args: object) -> Any:
             expected="tensors computed in this body (declare constants as ConstTensor parameters)",
             got=type(bad).__name__,
         )
-    result = emit(Call(function=fn), *args)
-    if fn.returns_tuple and not isinstance(result, tuple):
-        return (result,)
-    return result
+    return emit(Call(function=fn), *args)
 
 
 def _tf(name: str) -> Any:
