@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import platform
 import shlex
 import subprocess
 import sys
@@ -60,6 +61,8 @@ def tvm_ffi_flags() -> tuple[tuple[str, ...], tuple[str, ...]]:
     libdirs = [f[2:] for f in link if f.startswith("-L")]
     # The library must find libtvm_ffi at load time without LD_LIBRARY_PATH.
     link += [f"-Wl,-rpath,{d}" for d in libdirs]
+    if platform.machine() == "x86_64":
+        link.append("-lmvec")  # glibc's vector math, declared `simd` by host_entry.h
     return tuple(f for f in cflags if not f.startswith("-std=")), tuple(link)
 
 
