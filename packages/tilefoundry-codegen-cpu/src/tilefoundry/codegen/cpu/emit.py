@@ -21,6 +21,7 @@ from typing import Any
 from tilefoundry.ir.dims import dim_vars, format_dim
 from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.target import Sources
+from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype, literal
 from tilefoundry.ir.tile.expr import Const, Expr, Load, Var, free_vars
 from tilefoundry.ir.tile.stmt import (
     Alloc,
@@ -37,8 +38,6 @@ from tilefoundry.ir.tile.stmt import (
     stmt_exprs,
     walk_stmts,
 )
-
-from .cexpr import CExpr, cname, ctype, literal
 
 NAME = "cpu"
 # Below this many iterations of a worker region, threads cost more than they save.

@@ -1,4 +1,7 @@
-"""C++ text of TileIR scalar expressions, types and literals for the cpu target.
+"""C++ text of TileIR scalar expressions, types and literals, shared by the C++ targets (cpu, cuda).
+
+Each target's runtime provides the names used here with the same meaning: the storage types
+`bf16`/`f16`, `cast<T>`, `max_nan`/`min_nan`, `ipow`, `sigmoid`, `rsqrt`.
 
 Bin("max", x, y, f32)          -> max_nan(x, y)
 Cast(Load(x_bf16, (i,)), f32)  -> cast<float>(x[i])
@@ -10,11 +13,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from tilefoundry.ir.dims import Dim
-from tilefoundry.ir.dtypes import DType
-from tilefoundry.ir.errors import PlanError
-from tilefoundry.ir.tile.stmt import Buffer
-from tilefoundry.ir.tile.expr import Bin, Cast, Const, Expr, Load, Select, Un, Var, dim_expr
+from ..dims import Dim
+from ..dtypes import DType
+from ..errors import PlanError
+from .expr import Bin, Cast, Const, Expr, Load, Select, Un, Var, dim_expr
+from .stmt import Buffer
 
 CTYPE = {
     "f64": "double",
@@ -71,11 +74,11 @@ def ctype(dtype: DType) -> str:
     """The C++ element type of a dtype.
 
     Raises:
-        PlanError: fp8 dtypes, which the cpu target has no storage type for.
+        PlanError: fp8 dtypes, which generated code has no storage type for.
     """
     if dtype.name not in CTYPE:
         raise PlanError(
-            f"cpu: dtype {dtype} has no CPU realization", expected=" ".join(CTYPE), got=dtype.name
+            f"dtype {dtype} has no storage type in generated C++", expected=" ".join(CTYPE), got=dtype.name
         )
     return CTYPE[dtype.name]
 
