@@ -8,7 +8,8 @@ a marker: the kernel must be exactly
     for (batch..., m, n) parallel: acc = 0; for k reduce: acc += A[.., m, k] * B[.., k, n]; C[..] = acc
 
 with A, B and C compact row-major buffers of one dtype equal to the atom's, A and B read
-directly (no inlined producer), batch dims shared by all three. The catalog supplies the
+directly (no inlined producer), batch dims shared by all three, or B 2-D and shared by
+every batch (x @ W: the batch dims fold into M). The catalog supplies the
 atom: an `MmaAtom` issued by the worker axis over global memory (`a_storage == "gmem"`) whose
 dtypes match. Option "gemm": "auto" (default: use a proved atom), "loop" (keep the reference
 loop), "atom" (explicit: fail closed when no atom can be proved).
@@ -84,19 +85,28 @@ def match_gemm(k: Kernel) -> GemmRegion | str:
     *batch, m, n = vars_
     if la.index != (*batch, m, kv) or la.buffer.rank != len(batch) + 2:
         return f"A ({la.buffer.name}) is not read as [batch..., m, k] with every batch dim"
-    if lb.index != (*batch, kv, n) or lb.buffer.rank != len(batch) + 2:
-        return f"B ({lb.buffer.name}) is not read as [batch..., k, n] with every batch dim"
+    # A B shared by every batch (x @ W with x (B, S, K)) folds the batch dims into M: compact A and
+    # C rows of consecutive batches are consecutive rows of one (prod(batch) * M)-row GEMM.
+    shared_b = bool(batch) and lb.index == (kv, n) and lb.buffer.rank == 2
+    if not shared_b and (lb.index != (*batch, kv, n) or lb.buffer.rank != len(batch) + 2):
+        return f"B ({lb.buffer.name}) is not read as [batch..., k, n] with every batch dim, nor as [k, n]"
     if store.index != tuple(vars_) or _unwrap_cast(store.value) != acc:
         return "C is not stored as [batch..., m, n] = acc"
     dtypes = {la.buffer.dtype, lb.buffer.dtype, store.buffer.dtype}
     if len(dtypes) != 1:
         return f"operand dtypes differ ({', '.join(sorted(str(d) for d in dtypes))})"
+    batch_extents = tuple(f.extent for f in loops[:-2])
+    m_extent = loops[-2].extent
+    if shared_b:
+        for e in batch_extents:
+            m_extent = e * m_extent
+        batch_extents = ()
     return GemmRegion(
         la.buffer,
         lb.buffer,
         store.buffer,
-        tuple(f.extent for f in loops[:-2]),
-        loops[-2].extent,
+        batch_extents,
+        m_extent,
         loops[-1].extent,
         red.extent,
     )
