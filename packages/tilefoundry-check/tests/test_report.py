@@ -85,3 +85,14 @@ def test_passed_is_derived_and_results_are_read_only():
         out.results[0].values["rel_l2"] = 0.0  # type: ignore[index]
     fresh = OutputCheck("output", (2,), "f32", 1.0, (PredicateResult(equal(), {"mismatches": 0.0}, True),))
     assert fresh.passed and Report((fresh,)).passed and Report((fresh, out)).passed is False
+
+
+def test_bound_prints_exactly_as_given() -> None:
+    """A bound with more than four significant digits is printed as written, never rounded."""
+    torch.manual_seed(7)
+    ref = torch.randn(64, dtype=torch.float64)
+    cand = ref + 0.05 * torch.randn(64, dtype=torch.float64)
+    report = check(lambda x: cand, lambda x: ref, (ref,), expect={"output": [cosine(min=0.99999)]})
+    text = str(report)
+    assert "min=0.99999" in text
+    assert "min=1 " not in text and not text.rstrip().endswith("min=1")

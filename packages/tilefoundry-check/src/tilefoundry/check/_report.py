@@ -87,14 +87,19 @@ def _number(v: float, digits: int = 4) -> str:
     return f"{v:.{digits}g}"
 
 
+def _exact(v: float) -> str:
+    """A bound as the caller wrote it: the shortest text that reads back as the same number."""
+    return str(v) if isinstance(v, int) else repr(float(v))
+
+
 def _digits(measured: Iterable[float], bounds: Iterable[float]) -> int:
     """The fewest significant digits (at least 4) that print each measured value unlike each bound.
 
-    So a measured 0.99995 against min=0.99999 never prints as "1" beside "FAIL".
+    So a measured 0.99995 against min=0.99999 never prints as "1" or "0.99999" beside "FAIL".
     """
     pairs = [(v, b) for v in measured for b in bounds if v != b]
     for digits in range(4, 17):
-        if all(_number(v, digits) != _number(b, digits) for v, b in pairs):
+        if all(_number(v, digits) != _exact(b) for v, b in pairs):
             return digits
     return 17
 
@@ -110,7 +115,7 @@ def _row(out: OutputCheck, res: PredicateResult, first: bool) -> tuple[str, ...]
     bounds = pred.bound_values()
     digits = _digits(res.values.values(), bounds.values())
     measured = " ".join(f"{k}={_number(v, digits)}" for k, v in res.values.items())
-    bound = " ".join(f"{k}={_number(v, digits)}" for k, v in bounds.items()) or "-"
+    bound = " ".join(f"{k}={_exact(v)}" for k, v in bounds.items()) or "-"
     verdict = "PASS" if res.passed else "FAIL"
     return (*lead, pred.name, measured, bound, verdict, res.note or "")
 
