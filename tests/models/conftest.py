@@ -164,6 +164,19 @@ def hf_case(request: pytest.FixtureRequest, hf_cases: dict[str, HFCase]) -> HFCa
 
 
 @pytest.fixture(scope="session")
+def bf16_case(hf_cases: dict[str, HFCase], tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    """qwen3-tied cast to bf16 and saved: (checkpoint, prompt, transformers' f32 prefill logits of it)."""
+    import transformers
+
+    case = hf_cases["qwen3-tied"]
+    ckpt = tmp_path_factory.mktemp("bf16") / "qwen3-bf16"
+    transformers.AutoModelForCausalLM.from_pretrained(case.ckpt, dtype=torch.bfloat16).save_pretrained(ckpt)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32).eval()
+    with torch.no_grad():
+        return ckpt, case.prompt, hf(case.prompt[None]).logits[0]
+
+
+@pytest.fixture(scope="session")
 def opened_models() -> dict:
     """(checkpoint, target) -> the OpenedModel, opened once per session on CPU."""
 
