@@ -1,0 +1,121 @@
+"""Building our side of each case once, and timing the build: cold, then from the on-disk cache.
+
+    builds = Builds(target="cuda", plan="full")
+    builds.prebuild(cases, jobs=8, deadline=time.time() + 240)   # cold builds, in parallel
+    runnable, times = builds.get(case)                                 # a cache hit here
+
+`prebuild` builds every distinct kernel once in worker processes (spawned: CUDA does not
+survive a fork) sharing the run's on-disk cache ($TILEFOUNDRY_CACHE_DIR, fresh per run unless
+--cache-dir names one), so cold times are whole builds measured under the parallel load the
+header states. `get` then builds again in this process: that time is the cache hit. Without
+`prebuild` (--jobs 0), `get` builds cold, clears jit's in-process cache and builds again. A
+kernel that failed to build keeps its error; no later case retries it.
+"""
+
+import multiprocessing
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import tilefoundry
+
+from .cases import Case
+from .results import CompileTimes, describe
+
+
+class BuildFailed(RuntimeError):
+    """Our side of a case could not be built; the message is the build's error."""
+
+
+def _cold_build(plan: str, case_id: str, target: str, cache_dir: str) -> tuple[float | None, str | None]:
+    """Worker: build the kernel of `case_id` of `plan` into the shared cache; (seconds, error)."""
+    os.environ["TILEFOUNDRY_CACHE_DIR"] = cache_dir
+    from .cases.plans import PLANS
+
+    case = next(c for c in PLANS[plan]() if c.id == case_id)
+    start = time.perf_counter()
+    try:
+        case.compile(target)
+    except Exception as err:  # reported in the case's row
+        return None, describe(err)
+    return time.perf_counter() - start, None
+
+
+class Builds:
+    """Our compiled side of every case, keyed by `case.kernel`, with its build times."""
+
+    def __init__(
+        self,
+        target: str,
+        plan: str,
+        cold: dict[str, float] | None = None,
+        errors: dict[str, str] | None = None,
+    ) -> None:
+        """Start from what a `prebuild` (maybe of another process) found: cold times and errors by kernel."""
+        self.target = target
+        self.plan = plan
+        self.cold: dict[str, float] = dict(cold or {})
+        self.errors: dict[str, str] = dict(errors or {})
+        self._built: dict[str, tuple[Any, CompileTimes, str]] = {}
+
+    def prebuild(self, cases: Sequence[Case], jobs: int, deadline: float) -> float:
+        """Cold-build each distinct kernel in `jobs` processes; stop them at `deadline` (epoch seconds).
+
+        Returns:
+            The wall seconds the builds took together.
+        """
+        firsts: dict[str, Case] = {}
+        for c in cases:
+            firsts.setdefault(c.kernel, c)
+        start = time.perf_counter()
+        cache_dir = os.environ["TILEFOUNDRY_CACHE_DIR"]
+        pool = multiprocessing.get_context("spawn").Pool(max(1, min(jobs, len(firsts))))
+        pending = {
+            k: pool.apply_async(_cold_build, (self.plan, c.id, self.target, cache_dir))
+            for k, c in firsts.items()
+        }
+        try:
+            for kernel, job in pending.items():
+                try:
+                    seconds, error = job.get(timeout=max(0.0, deadline - time.time()))
+                except multiprocessing.TimeoutError:
+                    self.errors[kernel] = "not built: the compile share of the time budget ran out"
+                    continue
+                if error is not None:
+                    self.errors[kernel] = error
+                else:
+                    self.cold[kernel] = seconds
+        finally:
+            pool.terminate()
+            pool.join()
+        return time.perf_counter() - start
+
+    def get(self, case: Case) -> tuple[Any, CompileTimes]:
+        """The compiled function or twin of `case`, and its build times.
+
+        Raises:
+            BuildFailed: the kernel did not build (now or in `prebuild`), with the reason.
+        """
+        if case.kernel in self._built:
+            runnable, times, first = self._built[case.kernel]
+            return runnable, CompileTimes(times.cold_s, times.hit_s, shared_with=first)
+        if case.kernel in self.errors:
+            raise BuildFailed(self.errors[case.kernel])
+        try:
+            cold = self.cold.get(case.kernel)
+            if cold is None:
+                cold = self._timed_build(case)[1]
+                tilefoundry.jit.cache_clear()
+            runnable, hit = self._timed_build(case)
+        except Exception as err:
+            self.errors[case.kernel] = describe(err)
+            raise BuildFailed(self.errors[case.kernel]) from err
+        times = CompileTimes(cold, hit)
+        self._built[case.kernel] = (runnable, times, case.id)
+        return runnable, times
+
+    def _timed_build(self, case: Case) -> tuple[Any, float]:
+        start = time.perf_counter()
+        runnable = case.compile(self.target)
+        return runnable, time.perf_counter() - start
