@@ -5,7 +5,6 @@
 // local() instead.
 #pragma once
 
-#include <cute/algorithm/copy.hpp>
 #include <cute/tensor.hpp>
 
 #include <tilefoundry/shard_tensor.h>

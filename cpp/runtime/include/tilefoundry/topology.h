@@ -9,7 +9,7 @@
 // the runtime headers themselves use the extents (e.g. ops::mma's tier trait).
 #pragma once
 
-#include <cute/int_tuple.hpp>
+#include <cute/layout.hpp>
 
 namespace tilefoundry {
 

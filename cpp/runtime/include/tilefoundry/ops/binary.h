@@ -48,6 +48,17 @@ __device__ C operand_at(X const& x, int i) {
   else return static_cast<C>(x);
 }
 
+/// False only when X is a tensor whose static size differs from dst's static size.
+template <class X, class Dst>
+constexpr bool size_matches() {
+  if constexpr (is_tensor_operand_v<X>) {
+    using XS = decltype(cute::size(cute::declval<cute::remove_cvref_t<X>>()));
+    using DS = decltype(cute::size(cute::declval<cute::remove_cvref_t<Dst>>()));
+    if constexpr (cute::is_static<XS>::value && cute::is_static<DS>::value) return XS::value == DS::value;
+  }
+  return true;
+}
+
 template <class X>
 struct operand_value {
   using type = std::remove_cv_t<X>;
@@ -71,6 +82,8 @@ __device__ void binary(Op op, A const& a, B const& b, Dst&& dst) {
   static_assert(detail::is_tensor_operand_v<Dst>, "ops::binary: dst must be a CuTe tensor");
   static_assert(detail::is_tensor_operand_v<A> || detail::is_tensor_operand_v<B>,
                 "ops::binary: at least one of a, b must be a tensor");
+  static_assert(detail::size_matches<A, Dst>() && detail::size_matches<B, Dst>(),
+                "ops::binary: tensor operands must have dst's size (broadcast with stride-0 modes)");
   using Lead = std::conditional_t<detail::is_tensor_operand_v<A>, A, B>;
   using C = accum_t<typename detail::operand_value<cute::remove_cvref_t<Lead>>::type>;
   using D = tilefoundry::detail::value_t<Dst>;

@@ -12,9 +12,9 @@
 
 #include <type_traits>
 
-#include <cute/arch/mma_sm80.hpp>
-#include <cute/atom/mma_atom.hpp>
 #include <cute/tensor.hpp>
+
+#include <cute/atom/mma_traits_sm80.hpp>
 
 #include <tilefoundry/copy.h>
 #include <tilefoundry/ops/accum.h>
