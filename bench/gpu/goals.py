@@ -1,8 +1,10 @@
 """The goals of issue 7, as data: each judges one table row and says whether, and by how much, it is met.
 
-    AtLimit(0.85, min_bytes=256e6)         memory-bound rows: >= 85% of copy bandwidth at >= 256 MB
-    BeatsPeer("torch.compile", 1.0)        >= 1.0x the peer (judged on that peer's row only)
-    Rate(1000, tokens=1, unit="tok/s")     a decode step: >= 1000 tokens per second
+    AtLimit(0.85, min_bytes=256e6)      >= 85% of the binding limit, on cases moving >= 256 MB
+    BeatsPeer("torch.compile", 1.0)     >= 1.0x the peer (judged on that peer's row only)
+    Rate(1000, tokens=1)                a decode step: >= 1000 tokens per second
+
+A verdict reads "ok >=0.95x cuBLAS: 1.02x" or "MISS >=0.95x cuBLAS: 0.81x (-15%)".
 
 A goal that does not apply to a row (another peer's row, a case under the size threshold)
 gives no verdict.
@@ -24,7 +26,7 @@ class Judged(Protocol):
 
 @dataclass(frozen=True)
 class Verdict:
-    """One goal on one row: `text` reads "ok >=0.95x cuBLAS (1.02x)" or "MISS ... by ..."."""
+    """One goal on one row, and its text for the table."""
 
     goal: str
     met: bool
@@ -32,11 +34,11 @@ class Verdict:
 
 
 def _verdict(goal: str, met: bool, shown: str, shortfall: str) -> Verdict:
-    return Verdict(goal, met, f"ok {goal} ({shown})" if met else f"MISS {goal} by {shortfall} ({shown})")
+    return Verdict(goal, met, f"ok {goal}: {shown}" if met else f"MISS {goal}: {shown} ({shortfall})")
 
 
 def _unmeasured(goal: str) -> Verdict:
-    return Verdict(goal, False, f"MISS {goal} (not measured)")
+    return Verdict(goal, False, f"MISS {goal}: not measured")
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class AtLimit:
 
     @property
     def name(self) -> str:
-        return f">={self.min_fraction:.0%} of limit"
+        return f">={self.min_fraction:.0%} limit"
 
     def judge(self, row: Judged) -> Verdict | None:
         if row.bytes < self.min_bytes:
@@ -56,7 +58,7 @@ class AtLimit:
         if row.limit_fraction is None:
             return _unmeasured(self.name)
         gap = (self.min_fraction - row.limit_fraction) * 100
-        return _verdict(self.name, gap <= 0, f"{row.limit_fraction:.0%}", f"{gap:.0f} pts")
+        return _verdict(self.name, gap <= 0, f"{row.limit_fraction:.0%}", f"-{gap:.0f} pts")
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ class BeatsPeer:
         if row.speedup is None:
             return _unmeasured(self.name)
         short = 1 - row.speedup / self.min_speedup
-        return _verdict(self.name, short <= 0, f"{row.speedup:.2f}x", f"{short:.0%}")
+        return _verdict(self.name, short <= 0, f"{row.speedup:.2f}x", f"-{short:.0%}")
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ class Rate:
             return _unmeasured(self.name)
         rate = self.tokens / (row.ours_ms / 1e3)
         short = 1 - rate / self.min_per_s
-        return _verdict(self.name, short <= 0, f"{rate:.0f} {self.unit}", f"{short:.0%}")
+        return _verdict(self.name, short <= 0, f"{rate:.0f}", f"-{short:.0%}")
 
 
 Goal = AtLimit | BeatsPeer | Rate

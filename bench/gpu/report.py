@@ -193,6 +193,17 @@ def render_table(rows: Sequence[Row]) -> str:
     return "\n".join(out)
 
 
+def goal_summary(rows: Sequence[Row]) -> str:
+    """One line: goals met over goals judged, per family ("goals met: gemm 3/98, model 0/2")."""
+    met: dict[str, list[bool]] = {}
+    for r in rows:
+        for g in r.goals:
+            met.setdefault(r.family, []).append(g["met"])
+    if not met:
+        return "goals met: none judged"
+    return "goals met: " + ", ".join(f"{fam} {sum(v)}/{len(v)}" for fam, v in met.items())
+
+
 # ---------------------------------------------------------------- files
 
 

@@ -23,6 +23,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
 if __package__ in (None, ""):
     # Run as a file (python bench/gpu/run.py): make the repository root importable.
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -33,7 +35,7 @@ from .cases import PEERS, Case, select
 from .cases.plans import PLANS
 from .floors import Limits
 from .machine import REPO, Machine, header
-from .report import Row, render_table, result_stem, write_json, write_plot
+from .report import Row, goal_summary, render_table, result_stem, write_json, write_plot
 from .timing import QUICK_TIMING, TimingPlan
 from .worker import WorkerSettings, measure_cases, skipped, worker_main
 
@@ -54,7 +56,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--device", default="cuda", help="torch device (cpu for a smoke run)")
     ap.add_argument("--target", default="cuda", help="TileFoundry target our side is built for")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results", help="where the files go")
-    ap.add_argument("--budget-s", type=float, default=450.0, help="wall budget; later cases are skipped")
+    ap.add_argument("--budget-s", type=float, default=420.0, help="wall budget; later cases are skipped")
     ap.add_argument("--case-timeout-s", type=float, default=180.0, help="a case running longer is killed")
     ap.add_argument(
         "--jobs", type=int, default=min(8, os.cpu_count() or 1), help="parallel cold builds; 0: none"
@@ -127,6 +129,7 @@ class Run:
         self.machine: Machine | None = None
         self.peak_source = ""
         self.notes: list[str] = []
+        self.lost = False
 
     def _take(self, message: tuple) -> str | None:
         """Record one message; returns the id of a case that started, if it is a start."""
@@ -140,6 +143,7 @@ class Run:
             self.rows[message[1]] = rows
             _progress(len(self.rows), len(self.cases), rows)
         elif kind == "lost":
+            self.lost = True
             self.notes.append(
                 f"the device was lost after {message[1]} ({message[2]}); later cases ran in a new process"
             )
@@ -160,7 +164,7 @@ class Run:
         while len(self.rows) < len(self.cases) and restarts <= MAX_RESTARTS:
             todo = tuple(i for i in self.cases if i not in self.rows)
             settings = replace(self.settings, case_ids=todo, limits=self.limits, machine=self.machine)
-            child, current = _Child(settings), None
+            child, current, self.lost = _Child(settings), None, False
             try:
                 for message in child.messages(self.args.case_timeout_s):
                     current = self._take(message) or current
@@ -179,7 +183,8 @@ class Run:
                 restarts += 1
             elif len(self.rows) < len(self.cases):
                 restarts += 1
-                self.notes.append(f"a measuring process ended early ({ended}); started another")
+                if not self.lost:
+                    self.notes.append(f"a measuring process ended early ({ended}); started another")
         for case_id in self.cases:
             if case_id not in self.rows:
                 self._fail(case_id, "not measured: too many measuring processes failed")
@@ -215,7 +220,7 @@ def _write(run: Run, args: argparse.Namespace, settings: dict[str, Any]) -> str:
         "notes": notes,
     }
     write_json(stem.with_suffix(".json"), meta, rows)
-    text = "\n".join([head, "", render_table(rows), *(f"note: {n}" for n in notes)])
+    text = "\n".join([head, "", render_table(rows), *(f"note: {n}" for n in notes), goal_summary(rows)])
     stem.with_suffix(".md").write_text(text + "\n")
     return text + f"\n\nwrote {stem}.json, .md" + ("" if note else ", .png")
 
@@ -232,6 +237,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list:
         print("\n".join(c.id for c in cases))
         return 0
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(
+            "bench.gpu: --device cuda, but torch sees no CUDA device (a CPU smoke run: --tiny --device cpu "
+            "--target cpu)",
+            file=sys.stderr,
+        )
+        return 2
     start = time.time()
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="tilefoundry-bench-gpu-"))
     os.environ["TILEFOUNDRY_CACHE_DIR"] = str(cache)

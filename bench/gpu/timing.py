@@ -159,6 +159,13 @@ def _event_samples(run: Callable[[], None], count: int) -> list[float]:
 
 
 def _capture(fn: Callable[..., Any], sets: Sequence[tuple], calls: int) -> torch.cuda.CUDAGraph:
+    # torch's recipe: one call on a side stream first, so lazy per-stream state (library
+    # handles, workspaces) exists before capture begins.
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn(*sets[0])
+    torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for i in range(calls):

@@ -17,14 +17,15 @@ import torch
 from ..floors import Work
 from ..goals import Goal
 
-# Peers by key (what --peers names) -> the name the table prints.
+# Peers by key (what --peers names) -> the name the table prints. cuBLAS is reached through
+# torch.matmul; "sdpa flash" is torch's scaled_dot_product_attention with the flash backend forced.
 PEERS = {
     "eager": "torch eager",
     "compile": "torch.compile",
-    "cublas": "cuBLAS (torch.matmul)",
-    "sdpa": "torch sdpa (flash)",
-    "sdpa_gqa": "torch sdpa",
-    "transformers": "transformers eager",
+    "cublas": "cuBLAS",
+    "sdpa": "sdpa flash",
+    "sdpa_gqa": "sdpa",
+    "transformers": "transformers",
 }
 
 
