@@ -5,6 +5,7 @@
 #include <cute/tensor.hpp>
 
 #include <tilefoundry/host_program.h>
+#include <tilefoundry/runtime/cpu/gemm.h>
 #include <tilefoundry/runtime/cpu/host_entry.h>
 #include <tilefoundry/runtime/cpu/topology.h>
 #include <tilefoundry/topology.h>

@@ -6,6 +6,9 @@
 `-fno-math-errno` lets math calls vectorize without changing any value; `-fwrapv` gives
 integer overflow torch's wrapping. The runtime header is precompiled once per flag set into a
 cache directory (`$TILEFOUNDRY_CACHE_DIR/pch/<key>`), so each module compiles only its own code.
+The key covers the flags and `runtime_digest()`, the contents of the runtime headers, which the
+generated source also names, so an edited header never meets a stale precompiled header or
+library.
 """
 
 from __future__ import annotations
@@ -86,9 +89,19 @@ def compile_flags() -> tuple[str, ...]:
     return (*OPT_FLAGS, *include_flags(), *cflags)
 
 
+@functools.cache
+def runtime_digest() -> str:
+    """sha256 (16 hex digits) over the path and bytes of every runtime header, read once per process."""
+    root = runtime_include_dir()
+    h = hashlib.sha256()
+    for path in sorted(p for p in (root / "tilefoundry").rglob("*") if p.is_file()):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def toolchain_text() -> str:
-    """The compiler version and flags, as the build cache keys them."""
-    return "\n".join([host_facts().compiler_version, *compile_flags(), *tvm_ffi_flags()[1]])
+    """The compiler version, flags and runtime header digest, as the build cache keys them."""
+    return "\n".join([host_facts().compiler_version, *compile_flags(), *tvm_ffi_flags()[1], runtime_digest()])
 
 
 def _cache_root() -> Path:

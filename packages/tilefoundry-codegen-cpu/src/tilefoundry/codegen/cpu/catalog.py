@@ -7,6 +7,7 @@ supports, widest first, so a planner can pick a narrower pack for a short axis:
     cpu_avx512_f32x16, cpu_avx2_f32x8, cpu_sse2_f32x4, ...   vector arithmetic
     cpu_avx2_load_32b / cpu_avx2_store_32b                    memory <-> vector registers
     cpu_avx2_reduce_f32x8                                     horizontal sum/max/min
+    cpu_avx512_gemm_6x64_f32_rrr                              a whole f32 GEMM region (gemm.h)
     cpu_worker_barrier                                        worker team barrier
 """
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from tilefoundry.ir.target import (
     CopyAtom,
     ExecAxis,
+    MmaAtom,
     PeakRates,
     ReductionAtom,
     Resource,
@@ -81,6 +83,17 @@ def supported_levels(facts: HostFacts, isa: str | None = None) -> tuple[IsaLevel
     return levels[names.index(isa):]
 
 
+# Whole-GEMM region atoms: (ISA level, atom). The runtime realizes each in
+# tilefoundry/runtime/cpu/gemm.h; the tile is the micro-kernel's (6 rows x 64 columns per k step)
+# and "rrr" says A (M,K), B (K,N) and C (M,N) are compact row-major in memory.
+GEMM_ATOMS = (
+    ("avx512", MmaAtom(name="cpu_avx512_gemm_6x64_f32_rrr", issued_by="worker", requires=("avx512",),
+                       m=6, n=64, k=1, d_dtype="f32", a_dtype="f32", b_dtype="f32", c_dtype="f32",
+                       a_major="K", b_major="N", a_storage="gmem", b_storage="gmem",
+                       a_layout="(M,K):(K,1)", b_layout="(K,N):(N,1)", c_layout="(M,N):(N,1)")),
+)
+
+
 def _atoms(levels: tuple[IsaLevel, ...]) -> list:
     atoms: list = []
     for lv in levels:
@@ -97,6 +110,8 @@ def _atoms(levels: tuple[IsaLevel, ...]) -> list:
             lanes = lv.bits // bits
             atoms.append(ReductionAtom(name=f"cpu_{lv.name}_reduce_{dtype}x{lanes}", issued_by="worker",
                                        requires=(lv.name,), dtype=dtype, ops=REDUCE_OPS, width=lanes))
+    names = {lv.name for lv in levels}
+    atoms += [atom for level, atom in GEMM_ATOMS if level in names]
     atoms.append(SyncAtom(name="cpu_worker_barrier", issued_by="worker", scope="worker"))
     return atoms
 

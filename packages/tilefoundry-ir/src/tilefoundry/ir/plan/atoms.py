@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import PlanError
 from ..target.catalog import MmaAtom, TargetCatalog
-from ..tile.expr import Bin, Cast, Const, Expr, Load, Var
+from ..tile.expr import Bin, Cast, Const, Expr, Load, Var, dim_expr, mul
 from ..tile.stmt import Assign, AtomCall, Buffer, For, Kernel, Let, Program, Seq, Stmt, Store
 
 GEMM_CHOICES = ("auto", "loop", "atom")
@@ -85,28 +85,31 @@ def match_gemm(k: Kernel) -> GemmRegion | str:
     *batch, m, n = vars_
     if la.index != (*batch, m, kv) or la.buffer.rank != len(batch) + 2:
         return f"A ({la.buffer.name}) is not read as [batch..., m, k] with every batch dim"
-    # A B shared by every batch (x @ W with x (B, S, K)) folds the batch dims into M: compact A and
-    # C rows of consecutive batches are consecutive rows of one (prod(batch) * M)-row GEMM.
-    shared_b = bool(batch) and lb.index == (kv, n) and lb.buffer.rank == 2
-    if not shared_b and (lb.index != (*batch, kv, n) or lb.buffer.rank != len(batch) + 2):
+    flat = bool(batch) and lb.index == (kv, n) and lb.buffer.rank == 2
+    if not flat and (lb.index != (*batch, kv, n) or lb.buffer.rank != len(batch) + 2):
         return f"B ({lb.buffer.name}) is not read as [batch..., k, n] with every batch dim, nor as [k, n]"
     if store.index != tuple(vars_) or _unwrap_cast(store.value) != acc:
         return "C is not stored as [batch..., m, n] = acc"
     dtypes = {la.buffer.dtype, lb.buffer.dtype, store.buffer.dtype}
     if len(dtypes) != 1:
         return f"operand dtypes differ ({', '.join(sorted(str(d) for d in dtypes))})"
-    batch_extents = tuple(f.extent for f in loops[:-2])
-    m_extent = loops[-2].extent
-    if shared_b:
-        for e in batch_extents:
-            m_extent = e * m_extent
-        batch_extents = ()
+    extents = [f.extent for f in loops]
+    b_extents = [*([] if flat else extents[:-2]), red.extent, extents[-1]]
+    covers = ((la.buffer, [*extents[:-1], red.extent]), (store.buffer, extents), (lb.buffer, b_extents))
+    for buf, want in covers:
+        if [dim_expr(d) for d in buf.shape] != want:
+            return f"the loops do not cover {buf.name} exactly (its extents differ from the loop extents)"
+    if flat:
+        rows: Expr = loops[-2].extent
+        for f in reversed(loops[:-2]):
+            rows = mul(f.extent, rows)
+        return GemmRegion(la.buffer, lb.buffer, store.buffer, (), rows, loops[-1].extent, red.extent)
     return GemmRegion(
         la.buffer,
         lb.buffer,
         store.buffer,
-        batch_extents,
-        m_extent,
+        tuple(f.extent for f in loops[:-2]),
+        loops[-2].extent,
         loops[-1].extent,
         red.extent,
     )

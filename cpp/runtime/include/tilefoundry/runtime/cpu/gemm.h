@@ -1,0 +1,228 @@
+// The cpu GEMM atom `cpu_avx512_gemm_6x64_f32_rrr`: C = A . B over compact row-major f32 matrices,
+// realized as packed, register-blocked AVX-512 (BLIS-style loops around a 6x64 micro-kernel).
+//
+//   gemm_f32(a, b, c, batch, m, n, k);   // C[b] (m,n) = A[b] (m,k) . B[b] (k,n), f32 accumulation
+//
+// Loops, outermost first: batch; row chunks (the packed A copy stays within 16 MiB); A packed
+// into 6-row slivers by the worker team (one barrier); then each worker owns a rectangle of C
+// (whole 64-column panels, split across workers before rows) and runs, per block of KC = 256:
+// pack its B panels [kc][64] (skipped below 48 rows: read in place), then for 96-row blocks,
+// for panels (one panel stays hot in L1/L2 while 16 slivers sweep it), for slivers: the 6x64
+// micro-kernel, 24 zmm accumulators, one broadcast of A and four B vectors per k step.
+//
+// NOTE: the K sum runs in blocks of KC: within a block in order, block partials then added to C
+// in block order. That is a reassociation of the checked loop's single ordered sum; selecting the
+// atom is the numerical policy any BLAS call has (seed 003 lets a proved region become one atom).
+#pragma once
+
+#if defined(__AVX512F__)
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace tilefoundry::host {
+namespace detail {
+
+constexpr int kGemmMR = 6;         // rows of a micro-tile: 6 x 4 accumulators + 4 B vectors + 1 broadcast
+constexpr int kGemmNR = 64;        // columns of a micro-tile: 4 zmm of 16 f32
+constexpr int64_t kGemmKC = 256;   // K block: a 64-column B panel of KC rows is 64 KiB, streamed via L1/L2
+constexpr int64_t kGemmMC = 96;    // M block: 16 slivers sweep one B panel while it is hot
+constexpr int64_t kGemmNC = 1024;  // N block: the B columns a worker packs at once (1 MiB at KC)
+// B is packed only when enough A slivers reuse each panel; below this many rows it is read in place.
+constexpr int64_t kGemmPackBRows = 48;
+
+// The 6x64 micro-kernel: acc (6, 64) = A sliver (kc, 6) . B panel (kc, 64); then
+// C (rows, cols) = or += acc. `a` is packed [kc][6]; `b` has row stride `ldb` and each of its four
+// 16-column vectors loads under its mask (zero beyond `cols`), so a ragged panel is read in place.
+// NOTE: the 24 accumulators are named variables, not an array: g++ keeps an array of 24 zmm in
+// memory and reloads it every k step.
+#define TILEFOUNDRY_GEMM_ROW(i) \
+  __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps(), c##i##2 = _mm512_setzero_ps(), \
+         c##i##3 = _mm512_setzero_ps();
+#define TILEFOUNDRY_GEMM_FMA(i)                       \
+  {                                                  \
+    const __m512 ai = _mm512_set1_ps(ap[i]);         \
+    c##i##0 = _mm512_fmadd_ps(ai, b0, c##i##0);      \
+    c##i##1 = _mm512_fmadd_ps(ai, b1, c##i##1);      \
+    c##i##2 = _mm512_fmadd_ps(ai, b2, c##i##2);      \
+    c##i##3 = _mm512_fmadd_ps(ai, b3, c##i##3);      \
+  }
+#define TILEFOUNDRY_GEMM_OUT(i)                                       \
+  if (i < rows) {                                                    \
+    float* ci = c + i * ldc;                                         \
+    const __m512 r[4] = {c##i##0, c##i##1, c##i##2, c##i##3};        \
+    for (int v = 0; v < 4; ++v) {                                    \
+      __m512 o = r[v];                                               \
+      if (accumulate) o = _mm512_add_ps(o, _mm512_maskz_loadu_ps(m[v], ci + 16 * v)); \
+      _mm512_mask_storeu_ps(ci + 16 * v, m[v], o);                   \
+    }                                                                \
+  }
+
+inline void gemm_f32_tile(int64_t kc, const float* __restrict__ a, const float* __restrict__ b, int64_t ldb,
+                          float* __restrict__ c, int64_t ldc, int rows, int64_t cols, bool accumulate) {
+  __mmask16 m[4];
+  for (int v = 0; v < 4; ++v) {
+    const int64_t left = std::clamp<int64_t>(cols - 16 * v, 0, 16);
+    m[v] = static_cast<__mmask16>(left == 16 ? 0xffffu : (1u << left) - 1u);
+  }
+  TILEFOUNDRY_GEMM_ROW(0) TILEFOUNDRY_GEMM_ROW(1) TILEFOUNDRY_GEMM_ROW(2)
+  TILEFOUNDRY_GEMM_ROW(3) TILEFOUNDRY_GEMM_ROW(4) TILEFOUNDRY_GEMM_ROW(5)
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* bp = b + p * ldb;
+    const __m512 b0 = _mm512_maskz_loadu_ps(m[0], bp), b1 = _mm512_maskz_loadu_ps(m[1], bp + 16);
+    const __m512 b2 = _mm512_maskz_loadu_ps(m[2], bp + 32), b3 = _mm512_maskz_loadu_ps(m[3], bp + 48);
+    const float* ap = a + p * kGemmMR;
+    TILEFOUNDRY_GEMM_FMA(0) TILEFOUNDRY_GEMM_FMA(1) TILEFOUNDRY_GEMM_FMA(2)
+    TILEFOUNDRY_GEMM_FMA(3) TILEFOUNDRY_GEMM_FMA(4) TILEFOUNDRY_GEMM_FMA(5)
+  }
+  TILEFOUNDRY_GEMM_OUT(0) TILEFOUNDRY_GEMM_OUT(1) TILEFOUNDRY_GEMM_OUT(2)
+  TILEFOUNDRY_GEMM_OUT(3) TILEFOUNDRY_GEMM_OUT(4) TILEFOUNDRY_GEMM_OUT(5)
+}
+#undef TILEFOUNDRY_GEMM_ROW
+#undef TILEFOUNDRY_GEMM_FMA
+#undef TILEFOUNDRY_GEMM_OUT
+
+// A (rows, kc) at row stride lda -> slivers [rows / MR][kc][MR], the last sliver zero-padded.
+inline void gemm_pack_a(const float* __restrict__ a, int64_t lda, int64_t rows, int64_t kc,
+                        float* __restrict__ out) {
+  for (int64_t s = 0; s < rows; s += kGemmMR) {
+    const int64_t mr = std::min<int64_t>(kGemmMR, rows - s);
+    float* o = out + s * kc;
+    for (int64_t p = 0; p < kc; ++p) {
+      for (int64_t i = 0; i < mr; ++i) o[p * kGemmMR + i] = a[(s + i) * lda + p];
+      for (int64_t i = mr; i < kGemmMR; ++i) o[p * kGemmMR + i] = 0.0f;
+    }
+  }
+}
+
+// One 64-column panel of B (kc, cols <= 64) at row stride ldb -> [kc][64], zero-padded.
+inline void gemm_pack_b_panel(const float* __restrict__ b, int64_t ldb, int64_t kc, int64_t cols,
+                              float* __restrict__ out) {
+  for (int64_t p = 0; p < kc; ++p) {
+    std::memcpy(out + p * kGemmNR, b + p * ldb, sizeof(float) * cols);
+    std::memset(out + p * kGemmNR + cols, 0, sizeof(float) * (kGemmNR - cols));
+  }
+}
+
+struct AlignedFloats {
+  explicit AlignedFloats(int64_t n)
+      : ptr(static_cast<float*>(std::aligned_alloc(64, ((std::max<int64_t>(n, 1) * 4 + 63) / 64) * 64))) {}
+  ~AlignedFloats() { std::free(ptr); }
+  AlignedFloats(const AlignedFloats&) = delete;
+  AlignedFloats& operator=(const AlignedFloats&) = delete;
+  float* ptr;
+};
+
+// The rectangle of C one worker owns: rows [r0, r1) x columns [c0, c1).
+struct GemmShare {
+  int64_t r0, r1, c0, c1;
+};
+
+// Worker `t` of `workers`: a grid of tm x tn rectangles, columns split first (whole 64-column
+// panels) so each worker packs only its own B columns.
+inline GemmShare gemm_share(int t, int workers, int64_t m, int64_t n) {
+  const int64_t panels = (n + kGemmNR - 1) / kGemmNR;
+  const int64_t slivers = (m + kGemmMR - 1) / kGemmMR;
+  const int tn = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(workers, panels)));
+  const int tm = std::max(1, workers / tn);
+  const int ti = t / tn, tj = t % tn;
+  if (ti >= tm) return {0, 0, 0, 0};
+  auto split = [](int64_t units, int parts, int i) { return units * i / parts; };
+  return {std::min(m, split(slivers, tm, ti) * kGemmMR), std::min(m, split(slivers, tm, ti + 1) * kGemmMR),
+          std::min(n, split(panels, tn, tj) * kGemmNR), std::min(n, split(panels, tn, tj + 1) * kGemmNR)};
+}
+
+// Rows [r0, r1) x columns [c0, c1) of C (m,n) = A . B, reading A packed by K block:
+// apack + pc * padded_m + (row) * kc.  `bpack` holds (kc, kGemmNC) for this worker.
+inline void gemm_f32_share(const float* b, float* c, int64_t m_pad, int64_t n, int64_t k, const float* apack,
+                           const GemmShare& sh, float* bpack, bool pack_b) {
+  for (int64_t nc0 = sh.c0; nc0 < sh.c1; nc0 += kGemmNC) {
+    const int64_t nc1 = std::min(sh.c1, nc0 + kGemmNC);
+    for (int64_t pc = 0; pc < k; pc += kGemmKC) {
+      const int64_t kc = std::min(kGemmKC, k - pc);
+      if (pack_b) {
+        for (int64_t j0 = nc0; j0 < nc1; j0 += kGemmNR) {
+          gemm_pack_b_panel(b + pc * n + j0, n, kc, std::min<int64_t>(kGemmNR, nc1 - j0),
+                            bpack + (j0 - nc0) * kc);
+        }
+      }
+      const float* ablock = apack + pc * m_pad;
+      for (int64_t i1 = sh.r0; i1 < sh.r1; i1 += kGemmMC) {
+        const int64_t i_end = std::min(sh.r1, i1 + kGemmMC);
+        for (int64_t j0 = nc0; j0 < nc1; j0 += kGemmNR) {
+          const int64_t cols = std::min<int64_t>(kGemmNR, nc1 - j0);
+          const float* bp = pack_b ? bpack + (j0 - nc0) * kc : b + pc * n + j0;
+          const int64_t ldb = pack_b ? kGemmNR : n;
+          for (int64_t i0 = i1; i0 < i_end; i0 += kGemmMR) {
+            const int rows = static_cast<int>(std::min<int64_t>(kGemmMR, i_end - i0));
+            gemm_f32_tile(kc, ablock + i0 * kc, bp, ldb, c + i0 * n + j0, n, rows, cols, pc > 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// One GEMM (no batch) of at most kGemmRowsMax rows: A packed once (every K block) by the team,
+// one barrier, then each worker computes its own rectangle of C, packing its own B panels.
+inline void gemm_f32_one(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
+                         float* apack, bool parallel) {
+  const int64_t m_pad = (m + kGemmMR - 1) / kGemmMR * kGemmMR;
+  const int64_t slivers = m_pad / kGemmMR;
+  const int64_t kblocks = (k + kGemmKC - 1) / kGemmKC;
+  const bool pack_b = m >= kGemmPackBRows;
+#pragma omp parallel if (parallel)
+  {
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t pb = 0; pb < kblocks; ++pb) {
+      for (int64_t s = 0; s < slivers; ++s) {
+        const int64_t pc = pb * kGemmKC, kc = std::min(kGemmKC, k - pc);
+        gemm_pack_a(a + s * kGemmMR * k + pc, k, std::min<int64_t>(kGemmMR, m - s * kGemmMR), kc,
+                    apack + pc * m_pad + s * kGemmMR * kc);
+      }
+    }
+    int t = 0, workers = 1;
+#if defined(_OPENMP)
+    t = omp_get_thread_num();
+    workers = omp_get_num_threads();
+#endif
+    const GemmShare sh = gemm_share(t, workers, m, n);
+    AlignedFloats bpack(pack_b ? kGemmKC * kGemmNC : 0);
+    gemm_f32_share(b, c, m_pad, n, k, apack, sh, bpack.ptr, pack_b);
+  }
+}
+
+}  // namespace detail
+
+// C[b] (m,n) = A[b] (m,k) . B[b] (k,n) for b < batch; compact row-major f32, f32 accumulation.
+// K == 0 writes zeros; an empty M or N does nothing. Work below ~2^18 multiply-adds stays on
+// the calling thread; rows go in chunks so the packed copy of A stays within 16 MiB.
+inline void gemm_f32(const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  if (batch <= 0 || m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    std::memset(c, 0, sizeof(float) * batch * m * n);
+    return;
+  }
+  const int64_t chunk = std::max<int64_t>(detail::kGemmMR, (int64_t(1) << 22) / k / detail::kGemmMR * detail::kGemmMR);
+  const int64_t rows = std::min(m, chunk);
+  detail::AlignedFloats apack((rows + detail::kGemmMR) * k);
+  const bool parallel = m * n * k >= (int64_t(1) << 18);
+  for (int64_t i = 0; i < batch; ++i) {
+    for (int64_t r = 0; r < m; r += rows) {
+      const int64_t mr = std::min(rows, m - r);
+      detail::gemm_f32_one(a + (i * m + r) * k, b + i * k * n, c + (i * m + r) * n, mr, n, k, apack.ptr, parallel);
+    }
+  }
+}
+
+}  // namespace tilefoundry::host
+
+#endif  // __AVX512F__
