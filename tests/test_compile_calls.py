@@ -215,3 +215,24 @@ def test_compile_dump_prints_each_stage(capsys: pytest.CaptureFixture[str]) -> N
     assert "vector x16" in out or "vector x8" in out
     assert "TVM_FFI_DLL_EXPORT_TYPED_FUNC(scale, scale_entry);" in out
     assert "#include <tilefoundry/runtime.h>" in out
+
+
+I0 = DimVar("i0", 1, 70000)
+V0 = DimVar("v0", 1, 9)
+
+
+@func
+def clash(x: Tensor[(I0, V0), f32], y: Tensor[(I0, V0), f32]):
+    e = tf.exp(x)
+    return tf.softmax(x * y, -1) + e * e, tf.sum(x, 0), tf.exp(tf.reshape(x, (I0 * V0,)))
+
+
+def test_dimvar_named_like_a_generated_name_does_not_collide() -> None:
+    """DimVars named like generated loop, value and strip-mined names (i0, v0) keep their own meaning."""
+    compiled = tilefoundry.build(clash, target="cpu")
+    gen = torch.Generator().manual_seed(3)
+    for n, m in ((1, 1), (5, 3), (33, 8), (5000, 2)):
+        x, y = torch.randn(n, m, generator=gen), torch.randn(n, m, generator=gen)
+        for got, want in zip(compiled(x, y), clash(x, y), strict=True):
+            assert got.shape == want.shape
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)

@@ -100,14 +100,23 @@ class Nest:
 
 @dataclass
 class NestContext:
-    """Fresh names and scratch buffers for a rule building a loop nest."""
+    """Fresh names and scratch buffers for a rule building a loop nest.
+
+    Attributes:
+        reserved: names a fresh name must never take: the function's DimVars, which TileIR
+            reads as Vars of the same name (a DimVar called `i0` must not meet loop `i0`).
+    """
 
     prefix: str = ""
+    reserved: frozenset[str] = frozenset()
     _counter: itertools.count = field(default_factory=itertools.count)
 
     def fresh(self, stem: str) -> str:
-        """A name unique within the kernel: `acc3`."""
-        return f"{stem}{next(self._counter)}"
+        """A name unique within the kernel and not reserved: `acc3`."""
+        while True:
+            name = f"{stem}{next(self._counter)}"
+            if name not in self.reserved:
+                return name
 
     def var(self, stem: str) -> Var:
         """A fresh i64 loop variable."""

@@ -101,9 +101,19 @@ def _request(nodes: list[Node]) -> tuple[str, ...]:
     return ()
 
 
-def _kernels(part: Partition, g: Group, index: int, buffers: dict[Value, Buffer]) -> list[Kernel]:
+def dim_var_names(fn: Function) -> frozenset[str]:
+    """Names of every DimVar in `fn`'s parameter and value types (reserved from generated names)."""
+    types = [p.type for p in fn.params] + [n.type for n in fn.body]
+    return frozenset(
+        v.name for t in types if isinstance(t, TensorType) for d in t.shape for v in dim_vars(d)
+    )
+
+
+def _kernels(
+    part: Partition, g: Group, index: int, buffers: dict[Value, Buffer], reserved: frozenset[str]
+) -> list[Kernel]:
     """The kernel of group `g`, preceded by an index-check kernel when it reads through data."""
-    ctx = NestContext(prefix=f"k{index}_")
+    ctx = NestContext(prefix=f"k{index}_", reserved=reserved)
     kb = _KernelBuilder(part, buffers, set(g.nodes), ctx)
     checks: list[IndexCheck] = []
     if g.kind == "anchor":
@@ -144,8 +154,8 @@ def _all_loads(body: Stmt) -> list[Load]:
     ]
 
 
-def _copy_kernel(index: int, src: Buffer, dst: Buffer) -> Kernel:
-    ctx = NestContext(prefix=f"k{index}_")
+def _copy_kernel(index: int, src: Buffer, dst: Buffer, reserved: frozenset[str]) -> Kernel:
+    ctx = NestContext(prefix=f"k{index}_", reserved=reserved)
     body = loop_nest(ctx, dst.shape, lambda idx: Store(dst, idx, Load(src, idx)))
     return Kernel(f"k{index}_copy", "element grid", body, (src,), (dst,), (f"copy {src.name} -> {dst.name}",))
 
@@ -179,7 +189,10 @@ def lower_to_tile(part: Partition) -> Program:
     for v in part.materialized:
         if v not in buffers:
             raise PlanError(f"{fn.name}: value {v} is materialized but no kernel writes it", where=fn.name)
-    kernels = [k for i, g in enumerate(part.groups) for k in _kernels(part, g, i, buffers)]
-    kernels += [_copy_kernel(len(kernels) + i, src, dst) for i, (src, dst) in enumerate(copies)]
+    reserved = dim_var_names(fn)
+    kernels = [k for i, g in enumerate(part.groups) for k in _kernels(part, g, i, buffers, reserved)]
+    kernels += [
+        _copy_kernel(len(kernels) + i, src, dst, reserved) for i, (src, dst) in enumerate(copies)
+    ]
     params = inputs + tuple(outputs)
     return Program(fn.name, params, len(outputs), tuple(temps), tuple(kernels), _dim_bindings(fn, params))

@@ -109,9 +109,14 @@ def simple_fold(loop: For) -> bool:
     return True
 
 
-def strip_mine(loop: For, chunk: int) -> For:
-    """`for i in 0..n` -> `for io in 0..ceil(n/chunk): for ii in 0..min(chunk, n - io*chunk)`."""
+def strip_mine(loop: For, chunk: int, reserved: frozenset[str] = frozenset()) -> For:
+    """`for i in 0..n` -> `for io in 0..ceil(n/chunk): for ii in 0..min(chunk, n - io*chunk)`.
+
+    The new names take as many trailing `_` as needed to avoid `reserved` (the DimVar names).
+    """
     outer, inner = f"{loop.var}o", f"{loop.var}i"
+    while outer in reserved or inner in reserved:
+        outer, inner = outer + "_", inner + "_"
     start = mul(Var(outer), chunk)
     body = substitute_stmt(loop.body, {loop.var: add(start, Var(inner))})
     inner_loop = For(inner, minimum(Const(chunk), sub(loop.extent, start)), body, "parallel")
@@ -119,8 +124,15 @@ def strip_mine(loop: For, chunk: int) -> For:
 
 
 class _KernelPlan:
-    def __init__(self, kernel: Kernel, catalog: TargetCatalog, options: Mapping[str, Any]):
+    def __init__(
+        self,
+        kernel: Kernel,
+        catalog: TargetCatalog,
+        options: Mapping[str, Any],
+        reserved: frozenset[str] = frozenset(),
+    ):
         self.k = kernel
+        self.reserved = reserved
         self.catalog = catalog
         self.vectorize = bool(options.get("vectorize", True))
         self.reassociate = bool(options.get("reassociate", False))
@@ -182,7 +194,7 @@ class _KernelPlan:
             and (not has_inner or contiguous(last))
         )
         if len(chain) == 1 and lanes_fit and not has_inner:
-            body = strip_mine(body, CHUNK)
+            body = strip_mine(body, CHUNK, self.reserved)
             chain = [body]
             self.k.decisions.append(f"strip-mined {last.var} into worker chunks of {CHUNK} elements")
         elif len(chain) > 1 and lanes_fit:
@@ -251,7 +263,8 @@ def _rebind(s: Stmt, names: set[str], binding: str, width: int) -> Stmt:
 
 def bind_execution(program: Program, catalog: TargetCatalog, options: Mapping[str, Any]) -> Program:
     """Bind every kernel's loops to the catalog's axes; the program becomes Scheduled."""
+    reserved = frozenset(d.var.name for d in program.dims)
     for k in program.kernels:
-        _KernelPlan(k, catalog, options).plan()
+        _KernelPlan(k, catalog, options, reserved).plan()
     program.stage = "scheduled"
     return program

@@ -57,8 +57,15 @@ def _exprs(s: Stmt) -> list[Expr]:
 
 
 class _Rewriter:
-    def __init__(self, names: itertools.count):
+    def __init__(self, names: itertools.count, reserved: frozenset[str]):
         self.names = names
+        self.reserved = reserved
+
+    def fresh(self) -> str:
+        while True:
+            name = f"v{next(self.names)}"
+            if name not in self.reserved:
+                return name
 
     def run(self, stmts: list[Stmt]) -> list[Stmt]:
         refs: dict[int, int] = {}
@@ -98,7 +105,7 @@ class _Rewriter:
             new = tuple(self._bind(k, shared, bound, pending) for k in kids)
             rebuilt = _rebuild(e, new) if any(a is not b for a, b in zip(new, kids, strict=True)) else e
         if key in shared:
-            var = Var(f"v{next(self.names)}", rebuilt.dtype)
+            var = Var(self.fresh(), rebuilt.dtype)
             pending.append(Let(var.name, rebuilt))
             bound[key] = var
             return var
@@ -153,7 +160,12 @@ def _blocks(s: Stmt, rw: _Rewriter) -> Stmt | None:
 
 
 def hoist_shared_values(program: Program) -> Program:
-    """Name every expression object used more than once within a run of statements."""
+    """Name every expression object used more than once within a run of statements.
+
+    The names (`v0`, `v1`, ...) skip the program's DimVar names, which TileIR reads as Vars.
+    """
+    reserved = frozenset(d.var.name for d in program.dims)
     for k in program.kernels:
-        k.body = map_stmt(k.body, functools.partial(_blocks, rw=_Rewriter(itertools.count())))
+        rw = _Rewriter(itertools.count(), reserved)
+        k.body = map_stmt(k.body, functools.partial(_blocks, rw=rw))
     return program
