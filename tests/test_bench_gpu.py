@@ -474,3 +474,30 @@ def test_smoke_run_on_cpu_through_a_child_process(tmp_path: Path, capsys: pytest
     assert row.ours_ms > 0 and row.peer_ms > 0 and math.isclose(row.speedup, row.peer_ms / row.ours_ms)
     assert row.compile_cold_s > 0 and row.compile_hit_s is not None and row.rotation > 1
     assert path.with_suffix(".md").read_text().startswith("CPU ")
+
+
+def test_a_silent_measuring_process_is_killed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A child that sends nothing within --case-timeout-s is killed, and the run says why."""
+    status = run.main(
+        [
+            "--tiny",
+            "--device",
+            "cpu",
+            "--target",
+            "cpu",
+            "--jobs",
+            "0",
+            "--cases",
+            "softmax",
+            "--out",
+            str(tmp_path),
+            "--case-timeout-s",
+            "0.2",
+        ]
+    )
+    assert status == 1
+    assert capsys.readouterr().err.endswith(
+        "bench.gpu: nothing to report: no measuring process got as far as the limits "
+        "(killed: no word from the measuring process in 0.2 s; exit code -9)\n"
+    )
+    assert not list(tmp_path.glob("gpu-*"))

@@ -180,8 +180,12 @@ def _hf_generate(model: Any, case: ModelCase, vocab: int, s: Session) -> tuple[f
     dev = s.device
     prompt = torch.randint(0, vocab, (1, case.prompt_len), generator=generator(dev, s.seed + 1), device=dev)
 
+    mask = torch.ones_like(prompt)
+
     def run(n: int) -> Any:
-        return model.generate(prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
+        return model.generate(
+            prompt, attention_mask=mask, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0
+        )
 
     first = time_once(lambda: run(WARMUP_TOKENS), dev)[1]
     return first, _wall(time_once(lambda: run(case.new_tokens), dev)[1])

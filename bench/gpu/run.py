@@ -102,7 +102,7 @@ class _Child:
         """The child's messages; stops at its end, or raises TimeoutError when one takes too long."""
         while True:
             if not self.conn.poll(timeout_s):
-                raise TimeoutError(f"no word from the measuring process in {timeout_s:.0f} s")
+                raise TimeoutError(f"no word from the measuring process in {timeout_s:g} s")
             try:
                 yield self.conn.recv()
             except EOFError:
@@ -150,8 +150,8 @@ class Run:
         return None
 
     def _fail(self, case_id: str, reason: str) -> None:
-        limits = self.limits or Limits(float("inf"))
-        self.rows[case_id] = [Row(**r) for r in skipped(self.cases[case_id], reason, limits)]
+        assert self.limits is not None, "rows are made only once the limits are measured"
+        self.rows[case_id] = [Row(**r) for r in skipped(self.cases[case_id], reason, self.limits)]
         _progress(len(self.rows), len(self.cases), self.rows[case_id])
 
     def measure(self) -> None:
@@ -164,22 +164,19 @@ class Run:
         while len(self.rows) < len(self.cases) and restarts <= MAX_RESTARTS:
             todo = tuple(i for i in self.cases if i not in self.rows)
             settings = replace(self.settings, case_ids=todo, limits=self.limits, machine=self.machine)
-            child, current, self.lost = _Child(settings), None, False
+            child, current, self.lost, killed = _Child(settings), None, False, None
             try:
                 for message in child.messages(self.args.case_timeout_s):
                     current = self._take(message) or current
             except TimeoutError as err:
-                ended = child.end()
-                if current is not None and current not in self.rows:
-                    self._fail(current, f"killed: {err} ({ended})")
-                restarts += 1
-                continue
+                killed = f"killed: {err}"
             ended = child.end()
+            how = f"{killed or 'the measuring process died'}; {ended}"
             if self.limits is None:
-                self.notes.append(f"the measuring process ended before measuring the limits ({ended})")
-                break
+                self.notes.append(f"no measuring process got as far as the limits ({how})")
+                return
             if current is not None and current not in self.rows:
-                self._fail(current, f"the measuring process died during this case ({ended})")
+                self._fail(current, f"not measured ({how})")
                 restarts += 1
             elif len(self.rows) < len(self.cases):
                 restarts += 1
@@ -274,10 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = Run(cases, settings, args)
     run.measure()
     if run.machine is None:
-        print(
-            "bench.gpu: no measuring process got as far as the machine's limits; nothing to report",
-            file=sys.stderr,
-        )
+        print(f"bench.gpu: nothing to report: {'; '.join(run.notes)}", file=sys.stderr)
         return 1
     record = {
         "plan": plan,
