@@ -24,3 +24,5 @@
 #include <tilefoundry/ops/reduce.h>
 #include <tilefoundry/ops/sync.h>
 #include <tilefoundry/ops/unary.h>
+
+#include <tilefoundry/runtime/cuda/atoms/atoms.cuh>

@@ -1,0 +1,73 @@
+// Combining the partial carries of a distributed reduction across one cooperating group: a warp
+// (warp-per-row kernels) or the whole CTA (CTA-per-row kernels). One public entry; the tier is
+// chosen at compile time from the group size.
+//
+//   float part = identity_add<float>();                  // each lane folds a strided share
+//   for (int64_t r = lane; r < n; r += Group) part = part + x[r];
+//   part = group_reduce<Group>(add_combine{}, part, ws); // every lane now holds the row total
+//
+// The combination order is fixed by the group shape (butterfly within warps, then warps in
+// index order), so every lane holds bitwise the same result and reruns reproduce it.
+#pragma once
+
+#include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
+
+namespace tilefoundry::atoms {
+
+struct add_combine {
+  template <class T> __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct max_combine {
+  template <class T> __device__ T operator()(T a, T b) const { return max_nan(a, b); }
+};
+struct min_combine {
+  template <class T> __device__ T operator()(T a, T b) const { return min_nan(a, b); }
+};
+
+namespace detail {
+
+/// Butterfly over the 32 lanes of a warp: lane l combines with l ^ 16, l ^ 8, ... l ^ 1.
+/// NOTE: a ⊕ b and b ⊕ a are bitwise equal for + (and for NaN-propagating max/min), so all lanes agree.
+template <class Combine, class T>
+__device__ T warp_butterfly(Combine op, T v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+}  // namespace detail
+
+/**
+ * @brief Combine `v` over the Group lanes that cooperate on one row; every lane gets the result.
+ * @tparam Group 32 (one warp; `ws` unused) or the CTA size, a multiple of 32 up to 1024
+ * @param ws shared-memory workspace of at least Group / 32 values of T (CTA groups only)
+ */
+template <int Group, class Combine, class T>
+__device__ T group_reduce(Combine op, T v, T* ws) {
+  static_assert(Group % 32 == 0 && Group >= 32 && Group <= 1024,
+                "group_reduce: Group must be a multiple of 32 in [32, 1024]");
+  v = detail::warp_butterfly(op, v);
+  if constexpr (Group > 32) {
+    constexpr int warps = Group / 32;
+    int const warp = threadIdx.x / 32;
+    if (threadIdx.x % 32 == 0) ws[warp] = v;
+    __syncthreads();
+    T total = ws[0];
+#pragma unroll
+    for (int w = 1; w < warps; ++w) total = op(total, ws[w]);
+    __syncthreads();  // ws may be reused by the next reduction
+    return total;
+  } else {
+    (void)ws;
+    return v;
+  }
+}
+
+/// Barrier over the lanes of one group: __syncwarp for a warp, __syncthreads for the CTA.
+template <int Group>
+__device__ inline void group_sync() {
+  if constexpr (Group == 32) __syncwarp();
+  else __syncthreads();
+}
+
+}  // namespace tilefoundry::atoms

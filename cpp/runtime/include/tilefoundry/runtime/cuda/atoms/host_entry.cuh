@@ -1,0 +1,279 @@
+// Host-entry support of compiled CUDA modules: argument checks that raise a tvm-ffi error naming
+// the parameter (a Python TypeError / ValueError, never a crash or a device fault), the caller's
+// stream, temporaries from the caller's allocator, launch checks, and data-dependent index
+// validation.
+//
+//   void rms_entry(TensorView x, TensorView out0) {
+//     const tilefoundry::atoms::Entry e{"rms"};
+//     e.tensor(x, "x", tilefoundry::atoms::dtype<float>(), 2, "(T, 64) f32");  // CUDA, dtype, rank
+//     const int64_t d_T = e.bind(x, "x", 0, "T", 1, 65);                       // DimVar T in [1, 65)
+//     cudaStream_t stream = e.stream();              // torch's current stream on x's device
+//   }
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/error.h>
+#include <tvm/ffi/extra/c_env_api.h>
+#include <tvm/ffi/function.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
+
+namespace tilefoundry::atoms {
+
+template <class T>
+inline DLDataType dtype();
+template <> inline DLDataType dtype<float>() { return {kDLFloat, 32, 1}; }
+template <> inline DLDataType dtype<double>() { return {kDLFloat, 64, 1}; }
+template <> inline DLDataType dtype<bf16>() { return {kDLBfloat, 16, 1}; }
+template <> inline DLDataType dtype<f16>() { return {kDLFloat, 16, 1}; }
+template <> inline DLDataType dtype<int64_t>() { return {kDLInt, 64, 1}; }
+template <> inline DLDataType dtype<int32_t>() { return {kDLInt, 32, 1}; }
+template <> inline DLDataType dtype<int16_t>() { return {kDLInt, 16, 1}; }
+template <> inline DLDataType dtype<int8_t>() { return {kDLInt, 8, 1}; }
+template <> inline DLDataType dtype<uint8_t>() { return {kDLUInt, 8, 1}; }
+template <> inline DLDataType dtype<bool>() { return {kDLBool, 8, 1}; }
+
+inline std::string dtype_name(DLDataType t) {
+  switch (t.code) {
+    case kDLFloat: return "f" + std::to_string(t.bits);
+    case kDLBfloat: return "bf16";
+    case kDLInt: return "i" + std::to_string(t.bits);
+    case kDLUInt: return "u" + std::to_string(t.bits);
+    case kDLBool: return "bool";
+    default: return "dtype code " + std::to_string(t.code) + " bits " + std::to_string(t.bits);
+  }
+}
+
+inline const char* device_name(DLDevice d) {
+  switch (d.device_type) {
+    case kDLCPU: return "cpu";
+    case kDLCUDA: return "cuda";
+    case kDLCUDAHost: return "cuda pinned host";
+    case kDLCUDAManaged: return "cuda managed";
+    default: return "non-CUDA device";
+  }
+}
+
+template <class T>
+inline T* data(const tvm::ffi::TensorView& t) {
+  return reinterpret_cast<T*>(static_cast<char*>(t.data_ptr()) + t.byte_offset());
+}
+
+// The checks of one entry; every message starts with the entry and parameter name.
+struct Entry {
+  const char* name;
+  mutable int device_id = -1;
+  mutable const char* device_param = nullptr;
+
+  /// A contiguous CUDA tensor of dtype `want` and rank `rank`, on the device of the parameters before it.
+  void tensor(const tvm::ffi::TensorView& t, const char* param, DLDataType want, int rank, const char* decl) const {
+    DLDevice dev = t.device();
+    if (dev.device_type != kDLCUDA) {
+      TVM_FFI_THROW(TypeError) << name << ": parameter '" << param << "' must be a CUDA tensor, got a "
+                               << device_name(dev) << " tensor (device type " << dev.device_type << ")";
+    }
+    if (device_id < 0) {
+      device_id = dev.device_id;
+      device_param = param;
+    } else if (dev.device_id != device_id) {
+      TVM_FFI_THROW(ValueError) << name << ": parameter '" << param << "' is on cuda:" << dev.device_id
+                                << " but '" << device_param << "' is on cuda:" << device_id
+                                << "; every tensor of one call must be on one device";
+    }
+    DLDataType got = t.dtype();
+    if (got.code != want.code || got.bits != want.bits || got.lanes != want.lanes) {
+      TVM_FFI_THROW(TypeError) << name << ": parameter '" << param << "' has dtype " << dtype_name(got)
+                               << ", declared " << dtype_name(want) << " " << decl;
+    }
+    if (t.ndim() != rank) {
+      TVM_FFI_THROW(ValueError) << name << ": parameter '" << param << "' has rank " << t.ndim()
+                                << ", declared rank " << rank << " " << decl;
+    }
+    int64_t expected = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      if (t.size(d) != 1 && t.stride(d) != expected) {
+        TVM_FFI_THROW(ValueError) << name << ": parameter '" << param
+                                  << "' must be contiguous (row-major); dim " << d << " has stride " << t.stride(d)
+                                  << ", expected " << expected;
+      }
+      expected *= t.size(d);
+    }
+  }
+
+  int64_t bind(const tvm::ffi::TensorView& t, const char* param, int axis, const char* var, int64_t lo,
+               int64_t hi) const {
+    int64_t n = t.size(axis);
+    if (n < lo || n >= hi) {
+      TVM_FFI_THROW(ValueError) << name << ": parameter '" << param << "' dim " << axis << " gives DimVar " << var
+                                << " the extent " << n << ", outside its range [" << lo << ", " << hi << ")";
+    }
+    return n;
+  }
+
+  void extent(const tvm::ffi::TensorView& t, const char* param, int axis, int64_t want, const char* what) const {
+    if (t.size(axis) != want) {
+      TVM_FFI_THROW(ValueError) << name << ": parameter '" << param << "' dim " << axis << " is " << t.size(axis)
+                                << ", expected " << what << " = " << want;
+    }
+  }
+
+  // Outputs must not overlap any other parameter: kernels read inputs while writing outputs.
+  void noalias(std::initializer_list<std::pair<const char*, const tvm::ffi::TensorView*>> params,
+               int output_count) const {
+    int i = 0;
+    int first_output = static_cast<int>(params.size()) - output_count;
+    for (const auto& [pa, ta] : params) {
+      int j = 0;
+      for (const auto& [pb, tb] : params) {
+        if (j > i && j >= first_output && overlaps(*ta, *tb)) {
+          TVM_FFI_THROW(ValueError) << name << ": output parameter '" << pb << "' overlaps parameter '" << pa
+                                    << "' in memory; pass a separate output tensor";
+        }
+        ++j;
+      }
+      ++i;
+    }
+  }
+
+  static bool overlaps(const tvm::ffi::TensorView& a, const tvm::ffi::TensorView& b) {
+    auto bytes = [](const tvm::ffi::TensorView& t) {
+      int64_t n = 1;
+      for (int d = 0; d < t.ndim(); ++d) n *= t.size(d);
+      return n * ((t.dtype().bits + 7) / 8);
+    };
+    int64_t na = bytes(a), nb = bytes(b);
+    if (na == 0 || nb == 0) return false;
+    auto pa = reinterpret_cast<uintptr_t>(a.data_ptr()) + a.byte_offset();
+    auto pb = reinterpret_cast<uintptr_t>(b.data_ptr()) + b.byte_offset();
+    return pa < pb + nb && pb < pa + na;
+  }
+
+  /// The device every tensor parameter is on (cuda:0 for an entry without tensors).
+  DLDevice device() const { return DLDevice{kDLCUDA, device_id < 0 ? 0 : device_id}; }
+
+  /// The caller's current stream on that device (torch's current stream when called from torch),
+  /// so launches order with the caller's work and join a CUDA-graph capture in progress.
+  cudaStream_t stream() const {
+    return static_cast<cudaStream_t>(TVMFFIEnvGetStream(kDLCUDA, device().device_id));
+  }
+
+  /// Raise, naming the kernel, when its launch was refused (bad geometry, too much shared memory).
+  void launched(const char* kernel) const {
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) {
+      TVM_FFI_THROW(RuntimeError) << name << ": launching kernel " << kernel << " failed: " << cudaGetErrorString(err);
+    }
+  }
+
+  void cuda(cudaError_t err, const char* what) const {
+    if (err != cudaSuccess) {
+      TVM_FFI_THROW(RuntimeError) << name << ": " << what << " failed: " << cudaGetErrorString(err);
+    }
+  }
+};
+
+/// Makes `device` current for the entry's allocations and launches; restores the caller's on exit.
+struct DeviceGuard {
+  int previous = -1;
+  explicit DeviceGuard(DLDevice device) {
+    if (cudaGetDevice(&previous) == cudaSuccess && previous != device.device_id) cudaSetDevice(device.device_id);
+  }
+  ~DeviceGuard() {
+    int now = -1;
+    if (previous >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous) cudaSetDevice(previous);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+};
+
+// A temporary between kernels, released at the end of the entry. It comes from the caller's
+// allocator when one is registered (torch's caching allocator: cheap, and inside a CUDA-graph
+// capture it lands in the graph's private pool), else from the stream-ordered cudaMallocAsync.
+template <class T>
+struct DeviceScratch {
+  DeviceScratch(const Entry& e, int64_t n, cudaStream_t stream) : stream_(stream) {
+    if (n <= 0) return;
+    int64_t bytes = ((n * static_cast<int64_t>(sizeof(T)) + 255) / 256) * 256;
+    if (TVMFFIEnvGetDLPackManagedTensorAllocator() != nullptr) {
+      tensor_ = tvm::ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, tvm::ffi::Shape({bytes}),
+                                               DLDataType{kDLUInt, 8, 1}, e.device());
+      ptr = static_cast<T*>(tensor_.data_ptr());
+    } else {
+      void* raw = nullptr;
+      e.cuda(cudaMallocAsync(&raw, bytes, stream), "allocating a temporary");
+      ptr = static_cast<T*>(raw);
+      owned_ = true;
+    }
+  }
+  ~DeviceScratch() {
+    if (owned_) cudaFreeAsync(ptr, stream_);
+  }
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+
+  T* ptr = nullptr;
+
+ private:
+  tvm::ffi::Tensor tensor_;
+  cudaStream_t stream_;
+  bool owned_ = false;
+};
+
+// ---------------------------------------------------------------- data-dependent index checks
+
+/// A check kernel's verdict in device memory: word 0 is set by the first violation, word 1 holds
+/// the value it saw. In a capture (or when `trap` is set) a violation traps instead, as torch's
+/// device-side asserts do: a graph cannot stop to raise.
+struct IndexVerdict {
+  unsigned long long* words;
+  bool trap;
+};
+
+__device__ inline void report_index(IndexVerdict v, int64_t shown) {
+  if (v.trap) __trap();
+  if (atomicCAS(v.words, 0ull, 1ull) == 0ull) v.words[1] = static_cast<unsigned long long>(shown);
+}
+
+/// Host side of one check kernel: zero the verdict before it, read it (one sync) after it.
+struct IndexCheck {
+  const Entry& e;
+  cudaStream_t stream;
+  DeviceScratch<unsigned long long> words;
+  bool capturing = false;
+
+  IndexCheck(const Entry& entry, cudaStream_t s) : e(entry), stream(s), words(entry, 2, s) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    e.cuda(cudaStreamIsCapturing(stream, &status), "querying the stream's capture status");
+    capturing = status != cudaStreamCaptureStatusNone;
+    e.cuda(cudaMemsetAsync(words.ptr, 0, 2 * sizeof(unsigned long long), stream), "clearing an index verdict");
+  }
+
+  IndexVerdict verdict() const { return IndexVerdict{words.ptr, capturing}; }
+
+  /// Raise IndexError with `message` and the offending value when the kernel found one.
+  void raise_if_violated(const char* message) const {
+    if (capturing) return;
+    unsigned long long host[2] = {0, 0};
+    e.cuda(cudaMemcpyAsync(host, words.ptr, sizeof(host), cudaMemcpyDeviceToHost, stream), "reading an index verdict");
+    e.cuda(cudaStreamSynchronize(stream), "waiting for an index check");
+    if (host[0] != 0) {
+      TVM_FFI_THROW(IndexError) << e.name << ": " << message << static_cast<int64_t>(host[1]);
+    }
+  }
+};
+
+/// Blocks for `work` independent items at `per_block` items per block, capped by the grid limit
+/// (kernels stride over the rest).
+inline unsigned grid_blocks(int64_t work, int64_t per_block) {
+  int64_t blocks = (work + per_block - 1) / per_block;
+  constexpr int64_t kMaxBlocks = 2147483647;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+}  // namespace tilefoundry::atoms

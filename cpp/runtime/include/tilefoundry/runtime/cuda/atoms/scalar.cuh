@@ -1,0 +1,86 @@
+// Scalar support of generated CUDA kernels: the storage types and the exact scalar functions
+// TileIR expressions are written with, under the names the C++ expression printer uses on every
+// target (cast<T>, max_nan, min_nan, ipow, sigmoid), so one printer serves CPU and CUDA.
+//
+//   out0[i] = cast<bf16>(sigmoid(cast<float>(x[i])));   // bf16 storage, f32 arithmetic
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include <cute/numeric/numeric_types.hpp>
+
+namespace tilefoundry::atoms {
+
+// 16-bit float storage; arithmetic happens in f32 (TileIR casts before computing).
+using bf16 = cute::bfloat16_t;
+using f16 = cute::half_t;
+
+template <class T>
+inline constexpr bool is_half_v = std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
+
+/// cast<To>(from): torch's `.to` semantics; 16-bit floats convert through f32 (round to nearest even).
+template <class To, class From>
+__host__ __device__ inline To cast(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (is_half_v<From>) {
+    return cast<To>(static_cast<float>(v));
+  } else if constexpr (is_half_v<To>) {
+    return To(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+/// NaN-propagating maximum (torch.maximum / amax semantics).
+template <class T>
+__host__ __device__ inline T max_nan(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return (a != a) ? a : ((b != b) ? b : (a > b ? a : b));
+  } else {
+    return a > b ? a : b;
+  }
+}
+
+/// NaN-propagating minimum (torch.minimum / amin semantics).
+template <class T>
+__host__ __device__ inline T min_nan(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return (a != a) ? a : ((b != b) ? b : (a < b ? a : b));
+  } else {
+    return a < b ? a : b;
+  }
+}
+
+/// Integer power by repeated multiplication (torch.pow on integer tensors; negative exponents give 1).
+template <class T>
+__host__ __device__ inline T ipow(T base, T exp) {
+  T out = 1;
+  for (; exp > 0; --exp) out *= base;
+  return out;
+}
+
+__device__ inline float sigmoid(float x) { return 1.0f / (1.0f + ::expf(-x)); }
+__device__ inline double sigmoid(double x) { return 1.0 / (1.0 + ::exp(-x)); }
+
+/// Identity of a combiner (add, max, min) in type T, for partial carries of distributed reductions.
+template <class T>
+__device__ inline T identity_add() {
+  return T(0);
+}
+template <class T>
+__device__ inline T identity_max() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
+  else return std::numeric_limits<T>::lowest();
+}
+template <class T>
+__device__ inline T identity_min() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
+  else return std::numeric_limits<T>::max();
+}
+
+}  // namespace tilefoundry::atoms

@@ -1,0 +1,147 @@
+"""Build generated CUDA C++ into a shared library with nvcc, against tvm-ffi and the runtime headers.
+
+    nvcc -std=c++17 --expt-relaxed-constexpr -DNDEBUG -O3 -DTILEFOUNDRY_TARGET_CUDA
+         -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -shared
+         -I<runtime> -isystem <cutlass> <tvm_ffi --cxxflags> module.cu -o module.so <--ldflags --libs>
+
+The code is built for the catalog's arch (`arch` option, else the GPU's, else sm_90a). Hopper
+code is built as sm_90a, never plain sm_90, which turns wgmma and setmaxnreg into traps. Option
+"portable": True adds sm_80 code (plus its PTX) beside it, so one library also runs on Ampere,
+where the atoms' runtime dispatch takes their portable tiers. Source files compile in parallel
+(one nvcc per file, `--threads` across the gencode targets) and link once; the on-disk build
+cache in front of this builder (`tilefoundry.runtime.jit`) keys on the source, the catalog and
+the toolchain facts, so an unchanged module is never rebuilt.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from tilefoundry.ir.errors import TargetUnavailable
+from tilefoundry.ir.target import LinkedLibrary, Sources
+from tilefoundry.runtime.headers import cutlass_include_dir, runtime_include_dir
+
+from .probe import cuda_facts
+
+NAME = "cuda"
+BASE_FLAGS = (
+    "-std=c++17",
+    "--expt-relaxed-constexpr",
+    "-DNDEBUG",
+    "-O3",
+    "-DTILEFOUNDRY_TARGET_CUDA",
+    "-Xcompiler",
+    "-fPIC",
+    # CUTLASS and CuTe are third-party headers: their warnings are not the generated code's.
+    "-w",
+)
+PORTABLE_ARCH = "sm_80"
+
+
+@functools.cache
+def tvm_ffi_flags() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(compile flags, link flags) as `python -m tvm_ffi.config` reports them."""
+
+    def ask(*what: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "tvm_ffi.config", *what],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        return shlex.split(done.stdout)
+
+    cflags = [f for f in ask("--cxxflags") if not f.startswith("-std=")]
+    link = ask("--ldflags") + ask("--libs")
+    # The library must find libtvm_ffi at load time without LD_LIBRARY_PATH.
+    link += [f"-Xlinker=-rpath,{f[2:]}" for f in link if f.startswith("-L")]
+    return tuple(cflags), tuple(link)
+
+
+def gencode(arch: str) -> tuple[str, ...]:
+    """`-gencode` flags of one arch: its machine code and its PTX (`sm_90a` keeps the `a`)."""
+    number = arch.removeprefix("sm_")
+    return ("-gencode", f"arch=compute_{number},code=[sm_{number},compute_{number}]")
+
+
+def arch_flags(arch: str, options: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every `-gencode` of a build for the catalog's `arch` under `options`."""
+    flags = gencode(arch)
+    if options.get("portable", False) and arch != PORTABLE_ARCH:
+        flags += gencode(PORTABLE_ARCH)
+    return flags
+
+
+def nvcc() -> str:
+    """The nvcc the probe found.
+
+    Raises:
+        TargetUnavailable: there is none, saying where it was looked for.
+    """
+    path = cuda_facts().nvcc
+    if path is None:
+        raise TargetUnavailable(
+            "cuda: nvcc not found on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin "
+            "(install the CUDA toolkit)",
+            where=NAME,
+        )
+    return path
+
+
+def compile_flags(arch: str, options: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every flag of one source's compile, in order."""
+    includes = ("-I", str(runtime_include_dir()), "-isystem", str(cutlass_include_dir()))
+    return (*BASE_FLAGS, *arch_flags(arch, options), "--threads", "0", *includes, *tvm_ffi_flags()[0])
+
+
+def _run(cmd: list[str], what: str) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        head = "\n".join((done.stderr or done.stdout).splitlines()[:40])
+        raise TargetUnavailable(
+            f"nvcc failed on {what}:\n{head}", where=NAME, expected="a clean compile", got=done.returncode
+        )
+
+
+def build(sources: Sources, options: Mapping[str, Any], cache_dir: Path, arch: str) -> LinkedLibrary:
+    """The `tilefoundry_builder` hook body: one `.so` from the module's `.cu` files.
+
+    Args:
+        arch: the catalog arch the sources were generated for.
+
+    Raises:
+        TargetUnavailable: nvcc is missing or rejects a source; the message carries nvcc's first
+            error lines and the path of the kept source.
+    """
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    compiler = nvcc()
+    flags = compile_flags(arch, options)
+    jobs = []
+    for name, text in sources.files.items():
+        src = cache_dir / name
+        src.write_text(text)
+        jobs.append((src, src.with_suffix(".o")))
+    workers = max(1, min(len(jobs), os.cpu_count() or 1))
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(lambda j: _run([compiler, *flags, "-c", str(j[0]), "-o", str(j[1])], str(j[0])), jobs))
+    lib = cache_dir / f"{Path(next(iter(sources.files))).stem}.so"
+    link = [
+        compiler,
+        *arch_flags(arch, options),
+        "-shared",
+        *(str(o) for _, o in jobs),
+        "-o",
+        str(lib),
+        *tvm_ffi_flags()[1],
+    ]
+    _run(link, f"linking {lib}")
+    return LinkedLibrary(target=NAME, path=lib, entries=sources.entries)

@@ -1,0 +1,199 @@
+"""Scheduled TileIR -> CUDA C++: one translation unit per module, one tvm-ffi entry per function.
+
+The source includes only <tilefoundry/runtime.h> (built with -DTILEFOUNDRY_TARGET_CUDA). Each
+kernel is realized (realize.py), emitted as __global__ functions (kernels.py), and launched by
+the function's host entry with the geometry `_derive_launch_config` derived here, on the
+caller's stream (`TVMFFIEnvGetStream`: torch's current stream, so torch streams and CUDA-graph
+capture see the work). The host entry checks every argument before any launch:
+
+    void rms_entry(TensorView t_x, TensorView t_g, TensorView t_out0) {
+      const Entry e{"rms"};
+      e.tensor(t_x, "x", dtype<bf16>(), 2, "(T, 64) bf16");     // CUDA device, dtype, rank, contiguity
+      const int64_t d_T = e.bind(t_x, "x", 0, "T", 1, 65);       // DimVar range
+      ...
+      { const int64_t work_ = d_T;                               // empty domain: no launch
+        if (work_ > 0) { k<<<grid_blocks(work_, 4), 128, 0, stream_>>>(...); e.launched("k0"); } }
+    }
+    TVM_FFI_DLL_EXPORT_TYPED_FUNC(rms, rms_entry);
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tilefoundry.ir.dims import dim_vars, format_dim
+from tilefoundry.ir.errors import PlanError
+from tilefoundry.ir.target import Sources, TargetCatalog
+from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
+from tilefoundry.ir.tile.expr import floordiv
+from tilefoundry.ir.tile.stmt import Buffer, Check, Program, walk_stmts
+
+from . import atoms
+from .kernels import dim_names, emit_kernels, work
+from .realize import Realization, realize_kernel
+from .serial import shape_text
+
+NAME = "cuda"
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """The geometry of one launch, as the host entry computes it.
+
+    Attributes:
+        work: C++ of the instance count (packs for a packed grid); 0 means no launch.
+        threads: threads per CTA.
+        per_block: instances one CTA covers per grid-stride step.
+        smem_bytes: dynamic shared memory (static shared memory is in the kernel).
+    """
+
+    work: str
+    threads: int
+    per_block: int
+    smem_bytes: int = 0
+
+    @property
+    def grid(self) -> str:
+        return f"grid_blocks(work_, {self.per_block})"
+
+
+def _derive_launch_config(r: Realization, cx: CExpr, packed: bool = False) -> LaunchConfig:
+    """Launch geometry of a realization: instances from its chain, CTAs of `r.threads`.
+
+    A grid or check runs one instance per thread (a packed grid one pack per thread); rows run
+    `threads / group` instances per CTA. Kernels stride over instances, so the grid is capped
+    at the hardware limit and any extent is covered.
+    """
+    extents = [c.extent for c in r.chain]
+    if packed:
+        assert r.packs is not None
+        extents[-1] = floordiv(extents[-1], r.packs.lanes)
+    per_block = r.threads // r.group if r.kind == "rows" else r.threads
+    return LaunchConfig(cx(work(extents)), r.threads, per_block)
+
+
+def _args(program: Program, r: Realization) -> list[str]:
+    k = r.kernel
+    return [cname(b) for b in (*k.reads, *k.writes)] + [f"d_{d.var.name}" for d in program.dims]
+
+
+def _launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
+    """Host lines that launch one realization, skipping an empty domain."""
+    if r.kind == "atom":
+        return atoms.launch(program, r, cx)
+    cfg = _derive_launch_config(r, cx)
+    args = ", ".join(_args(program, r))
+    kname = r.kernel.name
+    out = ["{", f"  const int64_t work_ = {cfg.work};", "  if (work_ > 0) {"]
+    call = f"<<<{cfg.grid}, {cfg.threads}, {cfg.smem_bytes}, stream_>>>"
+    if r.kind == "check":
+        (check,) = {s.message: s for s in walk_stmts(r.body) if isinstance(s, Check)}.values()
+        msg = check.message.replace("\\", "\\\\").replace('"', '\\"')
+        out += [
+            "    IndexCheck check_(e, stream_);",
+            f"    {r.name}{call}({args}, check_.verdict());",
+            f'    e.launched("{kname}");',
+            f'    check_.raise_if_violated("{msg}");',
+        ]
+    elif r.packs is not None:
+        vcfg = _derive_launch_config(r, cx, packed=True)
+        ptrs = ", ".join(cname(b) for b in r.packs.buffers)
+        out += [
+            f"    if (aligned16({{{ptrs}}})) {{",
+            f"      const int64_t work_ = {vcfg.work};",
+            f"      {r.name}_v{r.packs.lanes}<<<{vcfg.grid}, {vcfg.threads}, 0, stream_>>>({args});",
+            "    } else {",
+            f"      {r.name}{call}({args});",
+            "    }",
+            f'    e.launched("{kname}");',
+        ]
+    else:
+        out += [f"    {r.name}{call}({args});", f'    e.launched("{kname}");']
+    return [*out, "  }", "}"]
+
+
+def _entry(program: Program, realizations: list[Realization]) -> list[str]:
+    cx = CExpr(dim_names(program))
+    args = ", ".join(f"tvm::ffi::TensorView t_{b.name}" for b in program.params)
+    out = [f"void {program.name}_entry({args}) {{", f'  const Entry e{{"{program.name}"}};']
+    for b in program.params:
+        decl = f"{shape_text(b.shape)} {b.dtype}"
+        out.append(f'  e.tensor(t_{b.name}, "{b.name}", dtype<{ctype(b.dtype)}>(), {b.rank}, "{decl}");')
+    bound = set()
+    for d in program.dims:
+        p = program.params[d.param]
+        out.append(
+            f'  const int64_t d_{d.var.name} = e.bind(t_{p.name}, "{p.name}", {d.axis}, "{d.var.name}", '
+            f"{d.var.lo}, {d.var.hi});"
+        )
+        bound.add((d.param, d.axis))
+    for pi, b in enumerate(program.params):
+        for axis, dim in enumerate(b.shape):
+            if (pi, axis) not in bound:
+                out.append(f'  e.extent(t_{b.name}, "{b.name}", {axis}, {cx.dim(dim)}, "{format_dim(dim)}");')
+    pairs = ", ".join(f'{{"{b.name}", &t_{b.name}}}' for b in program.params)
+    out.append(f"  e.noalias({{{pairs}}}, {program.output_count});")
+    out += ["  const DeviceGuard guard_(e.device());", "  cudaStream_t stream_ = e.stream();"]
+    for b in program.params:
+        qual = "const " if b.role == "input" else ""
+        out.append(f"  {qual}{ctype(b.dtype)}* {cname(b)} = data<{ctype(b.dtype)}>(t_{b.name});")
+    for t in program.temps:
+        count = " * ".join(cx.dim(d) for d in t.shape) or "1"
+        out.append(f"  DeviceScratch<{ctype(t.dtype)}> {cname(t)}_mem(e, {count}, stream_);  // {_decl(t)}")
+        out.append(f"  {ctype(t.dtype)}* {cname(t)} = {cname(t)}_mem.ptr;")
+    for r in realizations:
+        out += ["  " + x for x in _launch(program, r, cx)]
+    return [*out, "}", ""]
+
+
+def _decl(b: Buffer) -> str:
+    return f"{shape_text(b.shape)} {b.dtype}"
+
+
+def emit_module(
+    name: str, programs: tuple[Program, ...], catalog: TargetCatalog, options: Mapping[str, Any]
+) -> str:
+    """The CUDA translation unit of a module's scheduled programs."""
+    for p in programs:
+        for b in p.params:
+            for d in b.shape:
+                if dim_vars(d) - {x.var for x in p.dims}:
+                    raise PlanError(
+                        f"cuda: {p.name}: extent {format_dim(d)} of {b.name} has an unbound DimVar"
+                    )
+    launches = {
+        p.name: [r for k in p.kernels for r in realize_kernel(p.name, k, catalog, options)] for p in programs
+    }
+    body: list[str] = []
+    for p in programs:
+        for r in launches[p.name]:
+            body += atoms.emit_device(p, r) if r.kind == "atom" else emit_kernels(p, r)
+    for p in programs:
+        body += _entry(p, launches[p.name])
+    features = sorted(
+        {f for rs in launches.values() for r in rs if r.kind == "atom" for f in atoms.features(r)}
+    )
+    lines = [
+        f"// Generated by tilefoundry codegen-cuda for module {name} ({catalog.arch}). Do not edit.",
+        *(f"#define {f} 1" for f in features),
+        "#include <tilefoundry/runtime.h>",
+        "",
+        "namespace {",
+        "using namespace tilefoundry::atoms;",
+        "",
+        *body,
+        "}  // namespace",
+        "",
+    ]
+    lines += [f"TVM_FFI_DLL_EXPORT_TYPED_FUNC({p.name}, {p.name}_entry);" for p in programs]
+    return "\n".join([*lines, ""])
+
+
+def codegen(scheduled: Any, options: Mapping[str, Any]) -> Sources:
+    """The `tilefoundry_codegen` hook body: one `.cu` holding every function of the module."""
+    text = emit_module(scheduled.name, scheduled.programs, scheduled.catalog, options)
+    return Sources(
+        target=NAME, files={f"{scheduled.name}.cu": text}, entries=tuple(p.name for p in scheduled.programs)
+    )

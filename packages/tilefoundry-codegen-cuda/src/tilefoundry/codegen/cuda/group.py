@@ -1,0 +1,292 @@
+"""Group-context CUDA C++: one logical instance (a row) run by G cooperating lanes.
+
+Seed 003's group mapping for a GPU: statements of the instance body run uniformly on every lane
+of the group, and the first parallel or proved-reassociable reduction loop inside is shared out:
+
+    Let / Assign / If / serial loops   every lane, same values (uniform)
+    Store                              lane 0 writes, a barrier follows when the kernel reads it back
+    Alloc (scratch)                    shared memory, one slot per group, at its largest extents
+    parallel loop                      lanes take iterations lane, lane + G, ... (16-byte packs of N
+                                       consecutive iterations when proved); barrier around it when
+                                       the kernel also reads what it writes
+    reduce loop, reassociable,         lanes fold strided shares into identity-initialised partial
+      folds with add/max/min           carries, group_reduce combines them in a fixed order, the
+                                       carry absorbs the total: acc = acc ⊕ (⊕ partials)
+
+A reduce loop that may not be reassociated stays uniform (every lane folds the whole loop in
+order, so the value is the ordered one). Inside a shared-out loop everything is thread-private
+(`serial.SerialCode`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tilefoundry.ir.dtypes import DType
+from tilefoundry.ir.errors import PlanError
+from tilefoundry.ir.plan.binding import simple_fold
+from tilefoundry.ir.tile.cexpr import cname, ctype
+from tilefoundry.ir.tile.expr import Const, Expr, free_vars, mul
+from tilefoundry.ir.tile.stmt import (
+    Alloc,
+    Assign,
+    AtomCall,
+    Buffer,
+    Check,
+    For,
+    If,
+    Let,
+    Seq,
+    Stmt,
+    Store,
+    walk_stmts,
+)
+
+from .serial import SerialCode, indent, largest_count
+from .vector import PackCode, PackPlan, plan_packs
+
+_COMBINE = {"add": "add_combine", "max": "max_combine", "min": "min_combine"}
+
+
+@dataclass(frozen=True)
+class ReduceChain:
+    """Perfectly nested reduce loops sharing carries, innermost a simple fold."""
+
+    loops: tuple[For, ...]
+    carries: tuple[tuple[str, str], ...]
+
+    @property
+    def body(self) -> Stmt:
+        return self.loops[-1].body
+
+
+def reduce_chain(loop: For, reassociate: bool) -> ReduceChain | str:
+    """`loop` as a distributable reduction, or why it is not one."""
+    if not (loop.reassociable or reassociate):
+        return f"{loop.var}: its op does not allow reassociating the reduction"
+    loops = [loop]
+    while isinstance(loops[-1].body, For) and loops[-1].body.kind == "reduce":
+        loops.append(loops[-1].body)
+    inner = loops[-1]
+    if any(c.carries != loop.carries for c in loops) or not simple_fold(inner):
+        return f"{loop.var}: its body does more than fold its carries with add, max or min"
+    names = {c for c, _ in loop.carries}
+    for s in walk_stmts(inner.body):
+        if isinstance(s, Assign) and free_vars(s.value.b) & names:  # type: ignore[attr-defined]
+            return f"{loop.var}: a carry's update reads a carry"
+    chain_vars = {c.var for c in loops}
+    if any(free_vars(c.extent) & chain_vars for c in loops):
+        return f"{loop.var}: an inner extent depends on an outer reduction index"
+    return ReduceChain(tuple(loops), loop.carries)
+
+
+def shareable_parallel(loop: For) -> bool:
+    """A parallel loop whose iterations update no scalar declared outside it."""
+    inner = {s.name for s in walk_stmts(loop.body) if isinstance(s, Let)}
+    return not any(
+        (isinstance(s, Assign) and s.name not in inner) or isinstance(s, (Check, AtomCall))
+        for s in walk_stmts(loop.body)
+    )
+
+
+def _carry_dtypes(chain: ReduceChain) -> dict[str, DType]:
+    return {s.name: s.value.dtype for s in walk_stmts(chain.body) if isinstance(s, Assign)}
+
+
+def _writes(s: Stmt) -> set[int]:
+    return {id(x.buffer) for x in walk_stmts(s) if isinstance(x, Store)}
+
+
+def _static_extent(e: Expr) -> int | None:
+    return e.value if isinstance(e, Const) and isinstance(e.value, int) else None
+
+
+class GroupCode:
+    """Emits one instance body in group context.
+
+    Args:
+        serial: the thread-private emitter (for shared-out loop bodies).
+        group: lanes per instance (32: a warp; the CTA size otherwise).
+        read_back: ids of buffers the kernel reads; a write to one is followed by a barrier.
+        reassociate: the options allow reassociating any sum.
+        vectorize: 16-byte packs may be used.
+    """
+
+    def __init__(
+        self, serial: SerialCode, group: int, read_back: set[int], reassociate: bool, vectorize: bool
+    ):
+        self.serial = serial
+        self.group = group
+        self.read_back = read_back
+        self.reassociate = reassociate
+        self.vectorize = vectorize
+        self.loops = 0
+        self.packed: list[PackPlan] = []
+        self.ws_types: dict[str, DType] = {}
+        self.shared: list[Buffer] = []
+
+    # ------------------------------------------------------------ what would be shared out
+
+    def shares_work(self, s: Stmt) -> bool:
+        """True when some loop of `s` (at group level) would be shared out among the lanes."""
+        if isinstance(s, Seq):
+            return any(self.shares_work(c) for c in s.body)
+        if isinstance(s, (Alloc, If)):
+            return any(
+                self.shares_work(c) for c in ((s.body,) if isinstance(s, Alloc) else (s.then, s.orelse)) if c
+            )
+        if isinstance(s, For):
+            if s.kind == "parallel" and shareable_parallel(s):
+                return True
+            if s.kind == "reduce" and isinstance(reduce_chain(s, self.reassociate), ReduceChain):
+                return True
+            return self.shares_work(s.body)
+        return False
+
+    def shared_extents(self, s: Stmt) -> list[int | None]:
+        """Extents of the loops that would be shared out (None: dynamic)."""
+        out: list[int | None] = []
+        for x in walk_stmts(s):
+            if isinstance(x, For) and (x.kind == "parallel" or x.kind == "reduce"):
+                out.append(_static_extent(x.extent))
+        return out
+
+    # ------------------------------------------------------------ emission
+
+    def sync(self, depth: int) -> list[str]:
+        return indent([f"group_sync<{self.group}>();"], depth)
+
+    def stmt(self, s: Stmt, depth: int, names: Mapping[str, str]) -> list[str]:
+        """Lines of `s` at `depth`, every lane running them."""
+        if isinstance(s, Seq):
+            return [x for c in s.body for x in self.stmt(c, depth, names)]
+        if isinstance(s, (Let, Assign)):
+            return self.serial.stmt(s, depth, names)
+        if isinstance(s, Store):
+            out = (
+                indent(["if (lane_ == 0) {"], depth)
+                + self.serial.stmt(s, depth + 1, names)
+                + indent(["}"], depth)
+            )
+            return out + (self.sync(depth) if id(s.buffer) in self.read_back else [])
+        if isinstance(s, If):
+            cx = self.serial.cx(names)
+            out = indent([f"if ({cx(s.cond)}) {{"], depth) + self.stmt(s.then, depth + 1, names)
+            if s.orelse is not None:
+                out += indent(["} else {"], depth) + self.stmt(s.orelse, depth + 1, names)
+            return out + indent(["}"], depth)
+        if isinstance(s, Alloc):
+            return self.alloc(s, depth, names)
+        if isinstance(s, For):
+            if s.kind == "parallel" and shareable_parallel(s):
+                return self.share_parallel(s, depth, names)
+            if s.kind == "reduce":
+                chain = reduce_chain(s, self.reassociate)
+                if isinstance(chain, ReduceChain):
+                    return self.share_reduce(chain, depth, names)
+            cx = self.serial.cx(names)
+            head = f"for (int64_t {s.var} = 0; {s.var} < {cx(s.extent)}; ++{s.var}) {{  // uniform"
+            return indent([head], depth) + self.stmt(s.body, depth + 1, names) + indent(["}"], depth)
+        raise PlanError(
+            f"cuda: kernel {self.serial.kernel}: a {type(s).__name__} cannot run in a cooperating group",
+            where=self.serial.kernel,
+        )
+
+    def alloc(self, s: Alloc, depth: int, names: Mapping[str, str]) -> list[str]:
+        b = s.buffer
+        n = largest_count(b.shape)
+        assert n is not None, b.name  # realize.rows_smem refused unbounded scratch
+        self.shared.append(b)
+        line = f"{ctype(b.dtype)}* {cname(b)} = {cname(b)}_smem_[slot_];  // group scratch in shared memory"
+        return indent([line], depth) + self.stmt(s.body, depth, names)
+
+    def share_parallel(self, loop: For, depth: int, names: Mapping[str, str]) -> list[str]:
+        cx = self.serial.cx(names)
+        g = self.group
+        writes = _writes(loop.body)
+        fence = bool(writes & self.read_back)
+        out = self.sync(depth) if fence else []
+        plan = (
+            plan_packs(loop.var, loop.extent, loop.body, f"p{self.loops}", frozenset())
+            if self.vectorize
+            else None
+        )
+        self.loops += 1
+        if isinstance(plan, PackPlan):
+            self.packed.append(plan)
+            base = f"{loop.var}_b"
+            n = plan.lanes
+            code = PackCode(plan, base)
+            head = f"for (int64_t {base} = lane_ * {n}; {base} < {cx(loop.extent)}; {base} += {g * n}) {{"
+            body = code.prologue(cx, loop.body) + code.lanes(loop.body, cx) + code.epilogue(cx)
+            out += indent([f"// {loop.var}: shared out in 16-byte packs of {n}", head], depth)
+            out += indent(body, depth + 1) + indent(["}"], depth)
+        else:
+            head = f"for (int64_t {loop.var} = lane_; {loop.var} < {cx(loop.extent)}; {loop.var} += {g}) {{"
+            out += indent([f"// {loop.var}: shared out over {g} lanes", head], depth)
+            out += self.serial.stmt(loop.body, depth + 1, names) + indent(["}"], depth)
+        return out + (self.sync(depth) if fence else [])
+
+    def share_reduce(self, chain: ReduceChain, depth: int, names: Mapping[str, str]) -> list[str]:
+        cx = self.serial.cx(names)
+        g = self.group
+        dtypes = _carry_dtypes(chain)
+        partial = {acc: f"{acc}_p_" for acc, _ in chain.carries}
+        lane_names = {**names, **partial}
+        out = ["{"]
+        for acc, comb in chain.carries:
+            out.append(f"  {ctype(dtypes[acc])} {partial[acc]} = identity_{comb}<{ctype(dtypes[acc])}>();")
+        first = chain.loops[0]
+        plan = None
+        if len(chain.loops) == 1 and self.vectorize:
+            plan = plan_packs(first.var, first.extent, chain.body, f"p{self.loops}", frozenset(partial))
+        self.loops += 1
+        if isinstance(plan, PackPlan):
+            self.packed.append(plan)
+            base, n = f"{first.var}_b", plan.lanes
+            code = PackCode(plan, base)
+            lane_cx = self.serial.cx(lane_names)
+            out.append(f"  // {first.var}: partial carries over {g} lanes in 16-byte packs of {n}")
+            out.append(
+                f"  for (int64_t {base} = lane_ * {n}; {base} < {cx(first.extent)}; {base} += {g * n}) {{"
+            )
+            out += [*indent(code.prologue(lane_cx, chain.body) + code.lanes(chain.body, lane_cx), 2), "  }"]
+        else:
+            total = Const(1)
+            for c in chain.loops:
+                total = mul(total, c.extent)
+            flat = f"{first.var}_f"
+            out.append(f"  // {', '.join(c.var for c in chain.loops)}: partial carries over {g} lanes")
+            out.append(f"  for (int64_t {flat} = lane_; {flat} < {cx(total)}; {flat} += {g}) {{")
+            out += indent(unflatten(flat, [(c.var, cx(c.extent)) for c in chain.loops]), 2)
+            out += [*self.serial.stmt(chain.body, 2, lane_names), "  }"]
+        for acc, comb in chain.carries:
+            t = ctype(dtypes[acc])
+            ws = f"ws_{t}_"
+            if g > 32:
+                self.ws_types[t] = dtypes[acc]
+            space = ws if g > 32 else f"static_cast<{t}*>(nullptr)"
+            total_text = f"group_reduce<{g}>({_COMBINE[comb]}{{}}, {partial[acc]}, {space})"
+            update = {
+                "add": f"{acc} + {total_text}",
+                "max": f"max_nan({acc}, {total_text})",
+                "min": f"min_nan({acc}, {total_text})",
+            }[comb]
+            out.append(f"  {acc} = {update};")
+        out.append("}")
+        return indent(out, depth)
+
+
+def unflatten(flat: str, axes: list[tuple[str, str]]) -> list[str]:
+    """Declarations of each axis variable from a row-major flat index over `axes` (name, extent)."""
+    if not axes:
+        return []
+    if len(axes) == 1:
+        return [f"const int64_t {axes[0][0]} = {flat};"]
+    rest = f"{flat}_r"
+    lines = [f"int64_t {rest} = {flat};"]
+    for name, extent in reversed(axes[1:]):
+        lines += [f"const int64_t {name} = {rest} % ({extent});", f"{rest} /= ({extent});"]
+    lines.append(f"const int64_t {axes[0][0]} = {rest};")
+    return lines

@@ -1,0 +1,148 @@
+"""The __global__ functions of realizations, one emitter per realization kind.
+
+Every kernel takes its reads as `const T* __restrict__`, its writes as `T* __restrict__`
+(outputs are checked noalias at the entry, and the element-grid admission proof rules out a
+read of a written buffer), then the module's dynamic extents `d_<DimVar>`. Instances are
+visited with a grid-stride loop, so any grid the launch config picks covers the domain:
+
+    __global__ void __launch_bounds__(256) f__k0_exp(const float* __restrict__ b_x,
+                                                     float* __restrict__ b_out0, int64_t d_T) {
+      const int64_t work_ = (d_T * 64);
+      for (int64_t lin_ = ...; lin_ < work_; lin_ += stride_) { i0, i1 from lin_; body }
+    }
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
+from tilefoundry.ir.tile.expr import Const, Expr, floordiv, loads, mul
+from tilefoundry.ir.tile.stmt import Buffer, Kernel, Program, stmt_exprs, walk_stmts
+
+from .group import GroupCode, unflatten
+from .realize import Realization
+from .serial import SerialCode, indent, largest_count
+from .vector import PackCode
+
+Emitter = Callable[[Program, Realization], list[str]]
+EMITTERS: dict[str, Emitter] = {}
+
+
+def emitter(kind: str) -> Callable[[Emitter], Emitter]:
+    """Register the kernel emitter of a realization kind."""
+
+    def register(fn: Emitter) -> Emitter:
+        EMITTERS[kind] = fn
+        return fn
+
+    return register
+
+
+def dim_names(program: Program) -> dict[str, str]:
+    """DimVar name -> the C++ parameter holding its extent."""
+    return {b.var.name: f"d_{b.var.name}" for b in program.dims}
+
+
+def kernel_params(program: Program, k: Kernel, extra: tuple[str, ...] = ()) -> str:
+    """The parameter list shared by every launch of kernel `k`."""
+    params = [f"const {ctype(b.dtype)}* __restrict__ {cname(b)}" for b in k.reads]
+    params += [f"{ctype(b.dtype)}* __restrict__ {cname(b)}" for b in k.writes]
+    params += [f"int64_t d_{d.var.name}" for d in program.dims]
+    return ", ".join([*params, *extra])
+
+
+def work(chain_extents: list[Expr]) -> Expr:
+    """The number of instances: the product of the chain's extents."""
+    total: Expr = Const(1)
+    for e in chain_extents:
+        total = mul(total, e)
+    return total
+
+
+def _head(r: Realization, program: Program, extra: tuple[str, ...] = (), variant: str = "") -> list[str]:
+    k = r.kernel
+    lines = [f"// kernel {k.name} [{k.form}]" + (f": {', '.join(k.origin)}" if k.origin else "")]
+    lines += [f"//   {d}" for d in k.decisions]
+    bounds = f"__launch_bounds__({r.threads}) " if r.threads else ""
+    lines.append(f"__global__ void {bounds}{r.name}{variant}({kernel_params(program, k, extra)}) {{")
+    return lines
+
+
+def _grid_loop(r: Realization, cx: CExpr, extents: list[Expr], names: list[str]) -> list[str]:
+    total = cx(work(extents))
+    return [
+        f"  const int64_t work_ = {total};",
+        f"  const int64_t stride_ = static_cast<int64_t>(gridDim.x) * {r.threads};",
+        f"  for (int64_t lin_ = static_cast<int64_t>(blockIdx.x) * {r.threads} + threadIdx.x; lin_ < work_; "
+        f"lin_ += stride_) {{",
+        *indent(unflatten("lin_", [(n, cx(e)) for n, e in zip(names, extents, strict=True)]), 2),
+    ]
+
+
+@emitter("grid")
+def _grid(program: Program, r: Realization) -> list[str]:
+    serial = SerialCode(dim_names(program), r.kernel.name)
+    cx = serial.cx()
+    names = [c.var for c in r.chain]
+    extents = [c.extent for c in r.chain]
+    out = [*_head(r, program), *_grid_loop(r, cx, extents, names)]
+    out += [*serial.stmt(r.body, 2, {}), "  }", "}", ""]
+    if r.packs is None:
+        return out
+    # The packed variant: the innermost instance axis advances a whole pack per thread.
+    n, last = r.packs.lanes, names[-1]
+    base = f"{last}_b"
+    code = PackCode(r.packs, base)
+    vec = [*_head(r, program, variant=f"_v{n}")]
+    vec += _grid_loop(r, cx, [*extents[:-1], floordiv(extents[-1], n)], [*names[:-1], f"{last}_p"])
+    vec += indent([f"const int64_t {base} = {last}_p * {n};"], 2)
+    vec += indent(code.prologue(cx, r.body) + code.lanes(r.body, cx) + code.epilogue(cx), 2)
+    return out + vec + ["  }", "}", ""]
+
+
+@emitter("check")
+def _check(program: Program, r: Realization) -> list[str]:
+    serial = SerialCode(dim_names(program), r.kernel.name)
+    cx = serial.cx()
+    out = [*_head(r, program, ("IndexVerdict verdict_",))]
+    out += _grid_loop(r, cx, [c.extent for c in r.chain], [c.var for c in r.chain])
+    return out + serial.stmt(r.body, 2, {}) + ["  }", "}", ""]
+
+
+@emitter("rows")
+def _rows(program: Program, r: Realization) -> list[str]:
+    serial = SerialCode(dim_names(program), r.kernel.name)
+    cx = serial.cx()
+    read = {id(ld.buffer) for s in walk_stmts(r.body) for e in stmt_exprs(s) for ld in loads(e)}
+    group = GroupCode(serial, r.group, read, r.reassociate, r.vectorize)
+    body = group.stmt(r.body, 2, {})
+    slots = r.threads // r.group
+    out = _head(r, program)
+    for b in _unique(group.shared):
+        n = largest_count(b.shape)
+        out.append(f"  __shared__ alignas(16) {ctype(b.dtype)} {cname(b)}_smem_[{slots}][{max(n or 1, 1)}];")
+    for t in sorted(group.ws_types):
+        out.append(f"  __shared__ {t} ws_{t}_[32];")
+    names = [c.var for c in r.chain]
+    out += [
+        f"  const int lane_ = threadIdx.x % {r.group};",
+        f"  const int slot_ = threadIdx.x / {r.group};",
+        f"  const int64_t rows_ = {cx(work([c.extent for c in r.chain]))};",
+        f"  for (int64_t row_ = static_cast<int64_t>(blockIdx.x) * {slots} + slot_; row_ < rows_; "
+        f"row_ += static_cast<int64_t>(gridDim.x) * {slots}) {{",
+        *indent(unflatten("row_", [(n, cx(c.extent)) for n, c in zip(names, r.chain, strict=True)]), 2),
+    ]
+    return out + body + ["  }", "}", ""]
+
+
+def _unique(buffers: list[Buffer]) -> list[Buffer]:
+    seen: dict[int, Buffer] = {}
+    for b in buffers:
+        seen.setdefault(id(b), b)
+    return list(seen.values())
+
+
+def emit_kernels(program: Program, r: Realization) -> list[str]:
+    """The __global__ function(s) of one realization."""
+    return EMITTERS[r.kind](program, r)

@@ -1,0 +1,331 @@
+"""How each scheduled kernel runs on the GPU: its realization, chosen by proof, in a fixed order.
+
+The binding pass put a kernel's outer independent loops on the `cta` axis (the instance
+loops). The realizers below are tried in order; the first whose proof holds on the final body
+wins, and every refusal is recorded with its reason (`Kernel.decisions`, printed in the source):
+
+    atom     the body is an AtomCall (a proved whole region, e.g. a GEMM)        -> atoms.py
+    check    data-dependent index validation: one thread per checked element
+    rows     instance body with a loop the lanes can share (a parallel loop, or a
+             reduction that may be reassociated): a warp per instance when the
+             shared extents are small, else a CTA; scratch in shared memory
+    grid     everything else: one thread per instance, the body serial in order;
+             16-byte packs along the innermost instance axis when proved (vector.py)
+
+An explicit placement (the author's Mesh scope) the realization cannot honor fails closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilefoundry.ir.errors import PlanError
+from tilefoundry.ir.target import TargetCatalog
+from tilefoundry.ir.tile.expr import Const, free_vars
+from tilefoundry.ir.tile.stmt import Alloc, AtomCall, Check, For, Kernel, Seq, Stmt, walk_stmts
+
+from .attention import atom_blocker, atom_call, match_attention
+from .group import GroupCode
+from .serial import SerialCode, largest_count
+from .vector import PackPlan, plan_packs
+
+# Threads per CTA of a flat grid: light bodies (no loops) and heavy ones.
+GRID_THREADS = 256
+HEAVY_GRID_THREADS = 128
+# Warp-per-instance when every shared loop is at most this long; else a CTA per instance.
+WARP_ROW_EXTENT = 1024
+ROW_WARPS_PER_CTA = 4
+# NOTE: statically declared shared memory is limited to 48 KiB per CTA whatever the device offers.
+STATIC_SMEM_BYTES = 48 * 1024
+PLACEMENTS = ("cta",)
+ATTENTION_CHOICES = ("auto", "loop", "atom")
+# The attention atom's K/V tile (keys) and query rows per CTA (atoms/attention.cuh).
+ATTN_KEYS = 32
+ATTN_ROWS = 4
+
+
+@dataclass(eq=False)
+class Realization:
+    """One launch of a kernel.
+
+    Attributes:
+        kind: "atom", "check", "rows" or "grid".
+        name: the __global__ function's name (unique in the translation unit).
+        chain: instance loops flattened onto the launch, outermost first.
+        body: what each instance runs (the AtomCall for an atom).
+        threads: threads per CTA; group: lanes per instance (1 for grid/check).
+        packs: the 16-byte pack plan of a grid's innermost instance axis.
+        smem_bytes: static shared memory of the kernel.
+        reassociate, vectorize: the options a rows realization shares loops under.
+        notes: the decisions behind it, printed above the kernel.
+    """
+
+    kind: str
+    name: str
+    kernel: Kernel
+    chain: tuple[For, ...]
+    body: Stmt
+    threads: int = GRID_THREADS
+    group: int = 1
+    packs: PackPlan | None = None
+    smem_bytes: int = 0
+    reassociate: bool = False
+    vectorize: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+def instance_chain(body: Stmt, bound_only: bool = True) -> tuple[tuple[For, ...], Stmt]:
+    """The perfectly nested loops at the top of `body` (worker-bound ones when `bound_only`)."""
+    chain: list[For] = []
+    s = body
+    while isinstance(s, For) and (s.binding == "worker" or not bound_only):
+        if any(free_vars(s.extent) & {c.var for c in chain}):
+            break  # an extent that moves with an outer instance cannot be flattened
+        chain.append(s)
+        s = s.body
+    return tuple(chain), s
+
+
+class Realizer:
+    """Chooses the realizations of one kernel against the catalog and options."""
+
+    def __init__(self, program: str, k: Kernel, catalog: TargetCatalog, options: Mapping[str, Any]):
+        self.program = program
+        self.k = k
+        self.catalog = catalog
+        self.vectorize = bool(options.get("vectorize", True))
+        self.reassociate = bool(options.get("reassociate", False))
+        self.attention = options.get("attention", "auto")
+        if self.attention not in ATTENTION_CHOICES:
+            raise PlanError(
+                f"option attention must be one of {', '.join(ATTENTION_CHOICES)}, got {self.attention!r}",
+                expected=ATTENTION_CHOICES,
+                got=self.attention,
+            )
+        self.smem_cap = min(STATIC_SMEM_BYTES, catalog.smem_bytes)
+        self.dims: dict[str, str] = {}
+
+    @property
+    def name(self) -> str:
+        return f"{self.program}__{self.k.name}"
+
+    def refuse(self, what: str, why: str) -> PlanError:
+        origin = f" ({', '.join(self.k.origin)})" if self.k.origin else ""
+        return PlanError(
+            f"cuda: kernel {self.k.name}{origin}: explicit {what} refused: {why}",
+            where=self.k.name,
+            expected=what,
+            got=why,
+        )
+
+    def check_placement(self) -> None:
+        """The author's Mesh scope: instance loops go to `cta`; finer placement is not implemented."""
+        for axis in self.k.request:
+            if axis not in PLACEMENTS:
+                raise self.refuse(
+                    f"placement on '{axis}'",
+                    "the CUDA realization maps a kernel's instance loops onto cta only; placing work on "
+                    f"'{axis}' needs a coordinate factorization it does not implement",
+                )
+
+    def realize(self) -> list[Realization]:
+        """The launches of the kernel, in order."""
+        self.check_placement()
+        for realizer in REALIZERS:
+            found = realizer(self)
+            if isinstance(found, list):
+                for r in found:
+                    self.k.decisions.extend(r.notes)
+                return found
+            if found:
+                self.k.decisions.append(found)
+        raise AssertionError("the grid realization always applies")
+
+
+Realize = Callable[[Realizer], "list[Realization] | str | None"]
+REALIZERS: list[Realize] = []
+
+
+def realizer(fn: Realize) -> Realize:
+    """Register a realization, tried after those registered before it."""
+    REALIZERS.append(fn)
+    return fn
+
+
+@realizer
+def _atom(r: Realizer) -> list[Realization] | None:
+    if not isinstance(r.k.body, AtomCall):
+        return None
+    atom = r.k.body
+    return [Realization("atom", r.name, r.k, (), atom, threads=0, notes=[f"cuda: atom {atom.atom}"])]
+
+
+@realizer
+def _attention(r: Realizer) -> list[Realization] | str | None:
+    if r.k.form != "attention" or r.attention == "loop":
+        return None
+    region = match_attention(r.k)
+    why = region if isinstance(region, str) else atom_blocker(region)
+    stages = 0
+    if not isinstance(region, str) and why is None:
+        itemsize = region.q.dtype.itemsize
+        d = region.head_dim
+        per_stage = ATTN_KEYS * (2 * d + 16 // itemsize) * itemsize
+        fits = [s for s in (2, 1) if s * per_stage + ATTN_ROWS * d * 4 <= r.catalog.smem_bytes]
+        stages = fits[0] if fits else 0
+        if not stages:
+            why = f"one K/V stage needs {per_stage} B of shared memory, over {r.catalog.smem_bytes} B"
+    if why is not None:
+        if r.attention == "atom":
+            raise r.refuse("attention atom", why)
+        return f"cuda: kept the attention loop: {why}"
+    assert not isinstance(region, str)
+    call = atom_call(region, r.k.body)
+    call.params["stages"] = Const(stages)
+    prefetch = (
+        "two-window K/V prefetch (2 stages in shared memory)"
+        if stages == 2
+        else "one K/V stage: two do not fit shared memory, loads stay ordered"
+    )
+    note = (
+        f"cuda: atom {call.atom}: attention region proved (q, k, v, out compact in memory, "
+        f"{'causal' if region.causal else 'full'}, {'kv_len' if region.kv_len else 'all keys'}); {prefetch}"
+    )
+    return [Realization("atom", r.name, r.k, (), call, threads=0, notes=[note])]
+
+
+@realizer
+def _check(r: Realizer) -> list[Realization] | None:
+    if r.k.form != "index check":
+        return None
+    out = []
+    for i, nest in enumerate(_check_nests(r.k.body)):
+        chain, body = instance_chain(nest, bound_only=False)
+        if any(not isinstance(s, (Seq,)) and isinstance(s, (For, Alloc)) for s in walk_stmts(body)):
+            raise PlanError(f"cuda: kernel {r.k.name}: an index check holds loops below its element loops")
+        out.append(
+            Realization(
+                "check",
+                f"{r.name}_{i}",
+                r.k,
+                chain,
+                body,
+                notes=[
+                    "cuda: index check, one thread per checked element (checks are independent reads); "
+                    "a violation raises after the kernel, or traps inside a CUDA-graph capture"
+                ],
+            )
+        )
+    return out
+
+
+def _check_nests(body: Stmt) -> list[Stmt]:
+    """The loop nests of an index-check kernel; statements between loops (a rank-0 check) group together."""
+    nests: list[Stmt] = []
+    loose: list[Stmt] = []
+    for s in body.body if isinstance(body, Seq) else (body,):
+        if isinstance(s, For):
+            if loose:
+                nests.append(Seq(tuple(loose)))
+                loose = []
+            nests.append(s)
+        else:
+            loose.append(s)
+    return [*nests, Seq(tuple(loose))] if loose else nests
+
+
+def rows_smem(gc: GroupCode, body: Stmt, slots: int) -> int | None:
+    """Static shared memory of a rows realization: group scratch per slot, plus the reduce workspace."""
+    total = 0
+    for s in walk_stmts(body):
+        if isinstance(s, Alloc):
+            n = largest_count(s.buffer.shape)
+            if n is None:
+                return None
+            total += n * s.buffer.dtype.itemsize * slots
+    return total + (32 * 8 if gc.group > 32 else 0)
+
+
+@realizer
+def _rows(r: Realizer) -> list[Realization] | str | None:
+    chain, body = instance_chain(r.k.body)
+    if any(isinstance(s, Check) for s in walk_stmts(body)):
+        return None
+    probe = GroupCode(SerialCode({}, r.k.name), 32, set(), r.reassociate, r.vectorize)
+    if not probe.shares_work(body):
+        return None
+    extents = probe.shared_extents(body)
+    widest = max((e if e is not None else WARP_ROW_EXTENT + 1 for e in extents), default=1)
+    if widest <= WARP_ROW_EXTENT:
+        group, threads, how = 32, 32 * ROW_WARPS_PER_CTA, f"a warp per instance, {ROW_WARPS_PER_CTA} per CTA"
+    else:
+        group = threads = min(1024, max(128, _pow2_ceil(widest // 16)))
+        how = f"a CTA of {threads} threads per instance"
+    gc = GroupCode(SerialCode({}, r.k.name), group, set(), r.reassociate, r.vectorize)
+    smem = rows_smem(gc, body, threads // group)
+    if smem is None or smem > r.smem_cap:
+        need = "unbounded" if smem is None else f"{smem} B"
+        return (
+            f"cuda: rows refused: group scratch needs {need} of shared memory, over the "
+            f"{r.smem_cap} B static budget; kept one thread per instance (ordered)"
+        )
+    axes = ", ".join(c.var for c in chain) or "none (one instance)"
+    return [
+        Realization(
+            "rows",
+            r.name,
+            r.k,
+            chain,
+            body,
+            threads=threads,
+            group=group,
+            smem_bytes=smem,
+            reassociate=r.reassociate,
+            vectorize=r.vectorize,
+            notes=[
+                f"cuda: rows over instance loops {axes}: {how}; parallel and reassociable loops shared "
+                f"by the lanes"
+            ],
+        )
+    ]
+
+
+@realizer
+def _grid(r: Realizer) -> list[Realization]:
+    chain, body = instance_chain(r.k.body)
+    heavy = any(isinstance(s, For) for s in walk_stmts(body))
+    threads = HEAVY_GRID_THREADS if heavy else GRID_THREADS
+    notes = [
+        f"cuda: flat grid over {', '.join(c.var for c in chain) or 'one instance'}, one thread per "
+        f"instance, body in order"
+    ]
+    packs = None
+    if chain and r.vectorize and not heavy:
+        last = chain[-1]
+        plan = plan_packs(last.var, last.extent, body, "g")
+        if isinstance(plan, PackPlan):
+            packs = plan
+            names = ", ".join(b.name for b in plan.buffers)
+            notes.append(
+                f"cuda: 16-byte packs of {plan.lanes} along {last.var} ({names}); the host launches "
+                f"the scalar grid when a base address is not 16-byte aligned"
+            )
+        else:
+            notes.append(f"cuda: no 16-byte packs along {last.var}: {plan}")
+    return [Realization("grid", r.name, r.k, chain, body, threads=threads, packs=packs, notes=notes)]
+
+
+def _pow2_ceil(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def realize_kernel(
+    program: str, k: Kernel, catalog: TargetCatalog, options: Mapping[str, Any]
+) -> list[Realization]:
+    """The launches that realize kernel `k` of `program`."""
+    return Realizer(program, k, catalog, options).realize()

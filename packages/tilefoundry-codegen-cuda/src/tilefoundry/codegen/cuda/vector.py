@@ -1,0 +1,211 @@
+"""16-byte packs: the proof that a loop body may move N consecutive elements per access.
+
+A loop over `j` (the innermost element axis of a flat grid, or a distributed row loop) takes
+packs of N lanes when, for every access the pack would move:
+
+- the access is unconditional (not inside a Select branch or an If) and its last index is
+  exactly `j`, the others free of `j`: lanes l = 0..N-1 touch N consecutive elements;
+- the buffer's last extent is static and a multiple of N, as is the loop's extent: a pack never
+  straddles a row, and its first element sits at a multiple of N elements;
+- N * itemsize is a multiple of 16 bytes (N = 16 / the smallest itemsize among packed buffers).
+
+The host checks at run time that every packed buffer's base address is 16-byte aligned and
+launches the scalar kernel otherwise; with it, each pack starts 16-byte aligned. Other loads
+of the body stay per-lane scalar loads. Stores must all be packed: a pack is written whole.
+
+    for j in 0..64: out[i, j] = exp(x[i, j]) + y[j]      (f32: N = 4)
+      ->  load_pack<4>(x + i*64 + jb); load_pack<4>(y + jb); 4 lanes; store_pack<4>(out + i*64 + jb)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
+from tilefoundry.ir.tile.expr import Const, Expr, Load, Select, Var, children, free_vars, transform
+from tilefoundry.ir.tile.stmt import Assign, Buffer, Let, Seq, Stmt, Store
+
+MAX_LANES = 16
+
+
+@dataclass(frozen=True)
+class Access:
+    """One packed access: `buffer[index]` with `index[-1] == j`; `name` is its lane array."""
+
+    buffer: Buffer
+    index: tuple[Expr, ...]
+    name: str
+
+
+@dataclass(frozen=True)
+class PackPlan:
+    """N lanes per pack over loop variable `var`; the loads and stores moved as packs.
+
+    `hoisted` names the body's definitions that do not move with `var` (a gathered row index):
+    they are computed once per pack, before its loads, which may use them.
+    """
+
+    var: str
+    lanes: int
+    loads: tuple[Access, ...]
+    stores: tuple[Access, ...]
+    hoisted: frozenset[str] = frozenset()
+
+    @property
+    def buffers(self) -> tuple[Buffer, ...]:
+        """Every packed buffer, once (their base addresses must be 16-byte aligned)."""
+        seen: dict[int, Buffer] = {}
+        for a in (*self.loads, *self.stores):
+            seen.setdefault(id(a.buffer), a.buffer)
+        return tuple(seen.values())
+
+
+def _unconditional_loads(e: Expr, out: list[Load]) -> None:
+    """Loads evaluated whatever the data: Select branches are skipped (they may be out of bounds)."""
+    if isinstance(e, Select):
+        _unconditional_loads(e.cond, out)
+        return
+    if isinstance(e, Load):
+        out.append(e)
+    for k in children(e):
+        _unconditional_loads(k, out)
+
+
+def _lane_exact(index: tuple[Expr, ...], var: str) -> bool:
+    return bool(index) and index[-1] == Var(var) and not any(var in free_vars(i) for i in index[:-1])
+
+
+def _last_extent(b: Buffer) -> int | None:
+    d = b.shape[-1] if b.shape else None
+    return d if isinstance(d, int) else None
+
+
+def plan_packs(
+    var: str, extent: Expr, body: Stmt, prefix: str, carries: frozenset[str] = frozenset()
+) -> PackPlan | str:
+    """The pack plan of a loop over `var` with `body`, or why it has none.
+
+    Args:
+        prefix: stem of the lane-array names (unique per loop in a kernel).
+        carries: scalars the body may update (a distributed reduction's partial carries).
+    """
+    stmts = body.body if isinstance(body, Seq) else (body,)
+    if not all(isinstance(s, (Let, Store)) or (isinstance(s, Assign) and s.name in carries) for s in stmts):
+        return "its body holds more than value definitions, stores and carry updates"
+    stores = [s for s in stmts if isinstance(s, Store)]
+    if not stores and not carries:
+        return "its body stores nothing"
+    hoisted = _invariant_lets(stmts, var)
+    lane_lets = {s.name for s in stmts if isinstance(s, Let)} - hoisted
+
+    def before_lanes(index: tuple[Expr, ...]) -> bool:
+        return not any(free_vars(i) & lane_lets for i in index[:-1])
+
+    if not all(
+        _lane_exact(s.index, var) and before_lanes(s.index) and s.buffer.role != "local" for s in stores
+    ):
+        return f"a store is not at [..., {var}] of a buffer in memory"
+    found: list[Load] = []
+    for s in stmts:
+        for e in (s.value, *(s.index if isinstance(s, Store) else ())):  # type: ignore[union-attr]
+            _unconditional_loads(e, found)
+    loads = [
+        ld
+        for ld in found
+        if _lane_exact(ld.index, var) and before_lanes(ld.index) and ld.buffer.role != "local"
+    ]
+    packed = [s.buffer for s in stores] + [ld.buffer for ld in loads]
+    if not packed:
+        return f"no access moves along {var}"
+    lanes = min(MAX_LANES, 16 // min(b.dtype.itemsize for b in packed))
+    if not (isinstance(extent, Const) and isinstance(extent.value, int) and extent.value % lanes == 0):
+        return f"its extent is not a static multiple of {lanes}"
+    short = [b.name for b in packed if _last_extent(b) is None or _last_extent(b) % lanes]  # type: ignore[operator]
+    if short:
+        return f"the last extent of {short[0]} is not a static multiple of {lanes}"
+    if any(ld.buffer in {s.buffer for s in stores} for ld in loads):
+        return "it reads a buffer it writes"
+    load_acc: dict[tuple[int, tuple[Expr, ...]], Access] = {}
+    for ld in loads:
+        key = (id(ld.buffer), ld.index)
+        if key not in load_acc:
+            load_acc[key] = Access(ld.buffer, ld.index, f"{prefix}l{len(load_acc)}_")
+    store_acc = [Access(s.buffer, s.index, f"{prefix}s{i}_") for i, s in enumerate(stores)]
+    if len({(id(a.buffer), a.index) for a in store_acc}) != len(store_acc):
+        return "two stores write one element"
+    return PackPlan(var, lanes, tuple(load_acc.values()), tuple(store_acc), frozenset(hoisted))
+
+
+def _invariant_lets(stmts: tuple[Stmt, ...], var: str) -> set[str]:
+    """Immutable definitions whose value does not depend on `var`, directly or through another."""
+    moving = {var}
+    out: set[str] = set()
+    for s in stmts:
+        if isinstance(s, Let):
+            if s.mutable or free_vars(s.value) & moving:
+                moving.add(s.name)
+            else:
+                out.add(s.name)
+    return out
+
+
+class PackCode:
+    """Emits one pack: loads into lane arrays, N unrolled lanes of the body, stores from lane arrays.
+
+    Args:
+        plan: the proved plan.
+        base: the C++ variable holding the pack's first `var` value (a multiple of `plan.lanes`).
+    """
+
+    def __init__(self, plan: PackPlan, base: str):
+        self.plan = plan
+        self.base = base
+
+    def _at(self, cx: CExpr, a: Access) -> str:
+        return f"{cname(a.buffer)} + {cx.linear(a.buffer.shape, (*a.index[:-1], Var(self.base)))}"
+
+    def prologue(self, cx: CExpr, body: Stmt) -> list[str]:
+        """Hoisted definitions, lane arrays and their packed loads."""
+        n = self.plan.lanes
+        out = [
+            f"const {ctype(s.value.dtype)} {s.name} = {cx(s.value)};"
+            for s in (body.body if isinstance(body, Seq) else (body,))
+            if isinstance(s, Let) and s.name in self.plan.hoisted
+        ]
+        for a in self.plan.loads:
+            out += [
+                f"{ctype(a.buffer.dtype)} {a.name}[{n}];",
+                f"load_pack<{n}>({self._at(cx, a)}, {a.name});",
+            ]
+        out += [f"{ctype(a.buffer.dtype)} {a.name}[{n}];" for a in self.plan.stores]
+        return out
+
+    def lanes(self, body: Stmt, cx: CExpr) -> list[str]:
+        """The unrolled lanes; packed loads read `name[l_]`, packed stores write it."""
+        loads = {(id(a.buffer), a.index): a.name for a in self.plan.loads}
+        stores = {(id(a.buffer), a.index): a.name for a in self.plan.stores}
+
+        def swap(e: Expr) -> Expr | None:
+            if isinstance(e, Load) and (id(e.buffer), e.index) in loads:
+                return Var(f"{loads[(id(e.buffer), e.index)]}[l_]", e.dtype)
+            return None
+
+        lines = [
+            "#pragma unroll",
+            f"for (int l_ = 0; l_ < {self.plan.lanes}; ++l_) {{",
+            f"  const int64_t {self.plan.var} = {self.base} + l_;",
+        ]
+        for s in body.body if isinstance(body, Seq) else (body,):
+            if isinstance(s, Store):
+                lines.append(f"  {stores[(id(s.buffer), s.index)]}[l_] = {cx(transform(s.value, swap))};")
+            elif isinstance(s, Assign):
+                lines.append(f"  {cx(Var(s.name))} = {cx(transform(s.value, swap))};")
+            elif s.name not in self.plan.hoisted:  # type: ignore[union-attr]
+                assert isinstance(s, Let)
+                lines.append(f"  const {ctype(s.value.dtype)} {s.name} = {cx(transform(s.value, swap))};")
+        return [*lines, "}"]
+
+    def epilogue(self, cx: CExpr) -> list[str]:
+        """Packed stores of the lane arrays."""
+        n = self.plan.lanes
+        return [f"store_pack<{n}>({self._at(cx, a)}, {a.name});" for a in self.plan.stores]

@@ -1,0 +1,130 @@
+"""realize.py: which realization each kernel gets, and why; explicit placements that fail closed."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tilefoundry.codegen.cuda.catalog import arch_catalog
+from tilefoundry.codegen.cuda.realize import STATIC_SMEM_BYTES, realize_kernel
+from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, tf
+from tilefoundry.ir.errors import PlanError
+
+T = DimVar("T", 1, 65)
+CATALOG = arch_catalog("sm_90a")
+
+
+def _realize(program, options=None):
+    return [r for k in program.kernels for r in realize_kernel(program.name, k, CATALOG, dict(options or {}))]
+
+
+@func
+def pointwise(x: Tensor[(T, 64), f32], y: Tensor[(64,), f32]):
+    return tf.exp(x) + y, x * 2.0
+
+
+@func
+def norms(x: Tensor[(T, 512), bf16], g: ConstTensor[(512,), bf16], wide: Tensor[(T, 4096), f32]):
+    return tf.rms_norm(x, g), tf.softmax(wide, -1)
+
+
+@func
+def sums(x: Tensor[(T, 64), f32]):
+    return tf.sum(x, -1)
+
+
+def test_pointwise_graph_is_one_flat_grid_with_packs(sched) -> None:
+    """seed 003, Automatic GPU pointwise graphs: the fused outputs run as one flat grid, 16-byte packs proved."""
+    (r,) = _realize(sched(pointwise))
+    assert r.kind == "grid" and [c.var for c in r.chain] == ["i0", "i1"]
+    assert r.packs is not None and r.packs.lanes == 4
+    assert sorted(b.name for b in r.packs.buffers) == ["out0", "out1", "x", "y"]
+
+
+def test_rows_take_a_warp_or_a_cta_by_extent(sched) -> None:
+    """Rows up to 1024 wide take a warp per row, wider ones a CTA sized by the extent."""
+    narrow, wide = _realize(sched(norms))
+    assert (narrow.kind, narrow.group, narrow.threads) == ("rows", 32, 128)
+    assert (wide.kind, wide.group, wide.threads) == ("rows", 256, 256)
+    assert "a CTA of 256 threads per instance" in wide.notes[0]
+
+
+def test_ordered_sum_keeps_one_thread_per_row(sched) -> None:
+    """A sum whose op forbids reassociation is not shared out: each row's loop runs in order."""
+    (r,) = _realize(sched(sums))
+    assert r.kind == "grid" and r.packs is None
+    assert _realize(sched(sums), {"reassociate": True})[0].kind == "rows"
+
+
+def test_vectorize_false_keeps_scalar_accesses(sched) -> None:
+    """Option vectorize=False: no 16-byte packs."""
+    (r,) = _realize(sched(pointwise, {"vectorize": False}), {"vectorize": False})
+    assert r.kind == "grid" and r.packs is None
+
+
+def test_explicit_placement_on_warp_fails_closed(sched) -> None:
+    """seed 003: an explicit request the target cannot honor fails closed, naming what blocked it."""
+    p = sched(pointwise)
+    p.kernels[0].request = ("warp",)
+    with pytest.raises(PlanError, match=r"cuda: kernel k0_mul \(.*\): explicit placement on 'warp' refused: the CUDA "
+                       r"realization maps a kernel's instance loops onto cta only"):
+        _realize(p)
+
+
+def test_placement_on_cta_is_honored(sched) -> None:
+    """A Mesh scope on cta is what the grid does: accepted."""
+    p = sched(pointwise)
+    p.kernels[0].request = ("cta",)
+    assert _realize(p)[0].kind == "grid"
+
+
+def test_shared_memory_budget_over_keeps_the_ordered_path(sched, monkeypatch) -> None:
+    """seed 003: scratch over the shared-memory budget keeps one thread per instance, and says why."""
+
+    @func
+    def attend(q: Tensor[(1, 2, T, 8), f32], k: Tensor[(1, 2, T, 8), f32], v: Tensor[(1, 2, T, 8), f32]):
+        return tf.attention(q, k, v, causal=True)
+
+    p = sched(attend, {"attention": "loop"})
+    (kernel,) = p.kernels
+    monkeypatch.setattr("tilefoundry.codegen.cuda.realize.STATIC_SMEM_BYTES", 64)
+    (r,) = realize_kernel(p.name, kernel, CATALOG, {"attention": "loop"})
+    assert r.kind == "grid"
+    assert any("rows refused: group scratch needs 128 B of shared memory, over the 64 B static budget" in d
+               for d in kernel.decisions)
+    assert STATIC_SMEM_BYTES == 48 * 1024
+
+
+def test_atom_kernel_is_realized_by_its_atom(sched) -> None:
+    """A GEMM region the planner replaced by a catalog atom runs as that atom."""
+
+    @func
+    def mm(x: Tensor[(T, 64), bf16], w: ConstTensor[(64, 128), bf16]):
+        return x @ w
+
+    (r,) = _realize(sched(mm))
+    assert r.kind == "atom" and r.body.atom == "sm90_gemm_tma_wgmma_128x128x64_bf16_rrr"
+    (r80,) = [x for k in sched(mm, arch="sm_80").kernels for x in realize_kernel("mm", k, arch_catalog("sm_80"), {})]
+    assert r80.body.atom == "sm80_gemm_mma_128x128x32_bf16_rrr"
+
+
+def test_kernel_without_instance_loops_is_one_instance(sched) -> None:
+    """A full reduction has no instance loop: one instance, a CTA when the reduction may be reassociated."""
+
+    @func
+    def total(x: Tensor[(T, 64), f32]):
+        return tf.max(x)
+
+    (r,) = _realize(sched(total))
+    assert r.kind == "rows" and r.chain == () and r.group == r.threads == 128
+
+
+def test_realization_decisions_are_recorded_on_the_kernel(sched) -> None:
+    """Every realization leaves its reasons on the kernel, printed above it in the source."""
+    p = sched(pointwise)
+    _realize(p)
+    decisions = p.kernels[0].decisions
+    assert "cuda: flat grid over i0, i1, one thread per instance, body in order" in decisions
+    assert any(d.startswith("cuda: 16-byte packs of 4 along i1") for d in decisions)
+    assert dataclasses.is_dataclass(_realize(sched(sums))[0])
