@@ -21,7 +21,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
     for name in COMMANDS:
         command = importlib.import_module(f"{__name__}.{name}")
-        p = sub.add_parser(name, help=command.HELP, description=command.__doc__)
+        p = sub.add_parser(
+            name,
+            help=command.HELP,
+            description=command.__doc__,
+            # Keep the docstring's own line breaks: command docstrings show example invocations.
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         command.configure(p)
         p.set_defaults(run=command.run)
     return parser
