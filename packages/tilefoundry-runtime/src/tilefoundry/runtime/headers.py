@@ -15,8 +15,10 @@ from pathlib import Path
 from tilefoundry.ir.errors import TargetUnavailable
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
-# packages/tilefoundry-runtime/src/tilefoundry/runtime/headers.py -> the repository root.
-_REPO_ROOT = _PACKAGE_DIR.parents[4]
+# packages/tilefoundry-runtime/src/tilefoundry/runtime/headers.py -> the repository root. An
+# installed wheel sits shallower (site-packages/tilefoundry/runtime); it then has no checkout root.
+_IN_CHECKOUT = _PACKAGE_DIR.parents[1].name == "src"
+_REPO_ROOT = _PACKAGE_DIR.parents[4] if _IN_CHECKOUT else _PACKAGE_DIR
 FETCH_SCRIPT = "third_party/cutlass/fetch.py"
 
 
