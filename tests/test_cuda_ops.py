@@ -15,10 +15,13 @@ import torch
 
 import tilefoundry
 from tilefoundry.check import allclose, check, equal
-from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, i32, i64, module, tf
+from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f16, f32, func, i32, i64, module, tf
 from tilefoundry.ir.target import get_target
 
 T = DimVar("T", 1, 33)
+M = DimVar("M", 1, 600)  # GEMM rows: ragged against every tile size
+P = DimVar("P", 1, 300)  # prefill length: several 32-key tiles with a ragged tail
+S = DimVar("S", 1, 2049)  # decode cache length: long enough to split the keys across CTAs
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -107,6 +110,31 @@ class Ops:
     def gemm(x: Tensor[(T, 256), bf16], wg: ConstTensor[(256, 384), bf16]):
         # bf16 with K and N multiples of 8: the tensor-core tiers (skinny for T <= 16).
         return x @ wg
+
+    @func
+    def gemm_tiles(
+        x: Tensor[(M, 256), bf16],
+        wg: ConstTensor[(256, 384), bf16],
+        xf: Tensor[(2, M, 64), f16],
+        wf: ConstTensor[(64, 136), f16],
+        xr: Tensor[(M, 20), bf16],
+        wr: ConstTensor[(20, 12), bf16],
+    ):
+        # sm90 / mma.sync tiles with ragged M; a batched x folded into M (f16); K, N off 8 (SIMT tier).
+        return x @ wg, xf @ wf, xr @ wr
+
+    @func
+    def flash(q: Tensor[(1, 4, P, 64), bf16], k: Tensor[(1, 2, P, 64), bf16], v: Tensor[(1, 2, P, 64), bf16]):
+        return tf.attention(q, k, v, causal=True), tf.attention(q, k, v, scale=0.2)
+
+    @func
+    def decode(
+        q: Tensor[(2, 8, 1, 128), f32],
+        kc: Tensor[(2, 2, S, 128), f32],
+        vc: Tensor[(2, 2, S, 128), f32],
+        lens: Tensor[(2,), i64],
+    ):
+        return tf.attention(q, kc, vc, causal=True, kv_len=lens)
 
     @func
     def shapes(x: Tensor[(T, 4, 6), f32], y: Tensor[(T, 4, 6), f32]):
@@ -229,6 +257,44 @@ def test_reduction_and_contraction_ops_match_evaluator_on_gpu(linked, name: str)
 
 
 @pytest.mark.gpu
+def test_gemm_atom_tiers_match_evaluator_on_gpu(linked) -> None:
+    """GEMM atom tiers: skinny (M <= 16), sm90 / mma.sync tiles with ragged M, batch folded into M, SIMT."""
+
+    def make(n: int, gen: torch.Generator) -> tuple:
+        return (
+            torch.randn(n, 256, generator=gen).to(torch.bfloat16).cuda(),
+            (torch.randn(256, 384, generator=gen) / 16).to(torch.bfloat16).cuda(),
+            torch.randn(2, n, 64, generator=gen).to(torch.float16).cuda(),
+            (torch.randn(64, 136, generator=gen) / 8).to(torch.float16).cuda(),
+            torch.randn(n, 20, generator=gen).to(torch.bfloat16).cuda(),
+            torch.randn(20, 12, generator=gen).to(torch.bfloat16).cuda(),
+        )
+
+    _run(linked, "gemm_tiles", (1, 16, 17, 130, 599), make)
+
+
+@pytest.mark.gpu
+def test_flash_attention_atom_matches_evaluator_on_gpu(linked) -> None:
+    """The flash atom (bf16, d 64, grouped-query) causal and full, over one and several key tiles."""
+    _run(linked, "flash", (1, 45, 299))
+
+
+@pytest.mark.gpu
+def test_split_kv_decode_matches_evaluator_on_gpu(linked) -> None:
+    """Decode (one query row per head) over a long cache splits the keys across CTAs and merges in order."""
+
+    def make(n: int, gen: torch.Generator) -> tuple:
+        return (
+            torch.randn(2, 8, 1, 128, generator=gen).cuda(),
+            torch.randn(2, 2, n, 128, generator=gen).cuda(),
+            torch.randn(2, 2, n, 128, generator=gen).cuda(),
+            torch.tensor([n, max(n // 3, 0)], dtype=torch.int64).cuda(),
+        )
+
+    _run(linked, "decode", (1, 700, 2048), make)
+
+
+@pytest.mark.gpu
 def test_movement_ops_match_evaluator_on_gpu(linked) -> None:
     """Reshape, transpose, slices, concat, stack, repeat, broadcast, full, arange, identity result."""
     _run(linked, "shapes", (1, 9, 32))
@@ -299,3 +365,95 @@ def test_rope_and_attention_match_evaluator_on_gpu(linked) -> None:
 
     _run(linked, "rope", (1, 4, 32), rope_in)
     _run(linked, "attend", (1, 4, 32), attn_in)
+
+
+# ---------------------------------------------------------------- the entry: devices, streams, graphs
+
+
+def test_cpu_tensor_to_a_cuda_entry_names_the_parameter(linked) -> None:
+    """Issue 5: a CPU tensor passed to a CUDA entry raises TypeError naming the parameter (no GPU needed)."""
+    from tilefoundry.runtime.loader import load_linked_module
+
+    f = load_linked_module(linked, "binary")
+    a, b = torch.randn(4, 24), torch.randn(24)
+    with pytest.raises(TypeError, match=r"binary: parameter 'a' must be a CUDA tensor, got a cpu tensor"):
+        f(a, b)
+
+
+@pytest.mark.gpu
+def test_a_cpu_weight_among_cuda_tensors_is_named_on_gpu(linked) -> None:
+    """One CPU tensor among CUDA ones is refused by name, before anything is launched."""
+    from tilefoundry.runtime.loader import load_linked_module
+
+    f = load_linked_module(linked, "rows")
+    x, h = torch.randn(3, 2048, device="cuda"), torch.randn(3, 512, device="cuda").to(torch.bfloat16)
+    hw = torch.randn(512).to(torch.bfloat16)
+    with pytest.raises(TypeError, match=r"rows: parameter 'hw' must be a CUDA tensor, got a cpu tensor"):
+        f(x, h, hw)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("name", "n"), [("rows", 9), ("gemm_tiles", 7), ("indexing", 5), ("decode", 1500)])
+def test_cuda_graph_capture_replays_on_new_inputs(linked, name: str, n: int) -> None:
+    """A compiled function captured by torch.cuda.graph replays correctly after its inputs change in place:
+    launches, temporaries, workspaces and index checks all ride the capturing stream."""
+    from tilefoundry.runtime.loader import load_linked_module
+
+    fn = Ops.functions[name]
+    f = load_linked_module(linked, name)
+    gen = torch.Generator().manual_seed(n)
+
+    def fresh() -> tuple:
+        if name == "indexing":
+            return (
+                torch.randn(n, 8, generator=gen).cuda(),
+                torch.randint(0, 8, (5,), generator=gen).cuda(),
+                torch.randint(0, min(n, 8), (n, 3), generator=gen).cuda(),
+            )
+        if name == "decode":
+            q, k, v = (
+                torch.randn(2, 8, 1, 128, generator=gen),
+                torch.randn(2, 2, n, 128, generator=gen),
+                torch.randn(2, 2, n, 128, generator=gen),
+            )
+            return (q.cuda(), k.cuda(), v.cuda(), torch.tensor([n, n // 2], dtype=torch.int64).cuda())
+        return _inputs(fn, n, gen)
+
+    args = fresh()
+    first = f(*args)
+    outs = first if isinstance(first, tuple) else (first,)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        f(*args, *outs)  # warm up off the default stream, as torch's graph recipe asks
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        f(*args, *outs)
+    for a, b in zip(args, fresh(), strict=True):
+        a.copy_(b)
+    for o in outs:
+        o.fill_(float("nan") if o.dtype.is_floating_point else -1)
+    graph.replay()
+    torch.cuda.synchronize()
+    ref = fn(*args)
+    report = check(lambda *_: outs if isinstance(first, tuple) else outs[0], fn, args, expect=_expect(ref))
+    assert report.passed, f"{name} replayed:\n{report}"
+
+
+@pytest.mark.gpu
+def test_kernels_run_on_the_callers_stream(linked) -> None:
+    """Work issued under torch.cuda.stream(s) runs on s: its result is ready once s is synchronized."""
+    from tilefoundry.runtime.loader import load_linked_module
+
+    f = load_linked_module(linked, "gemm_tiles")
+    gen = torch.Generator().manual_seed(3)
+    args = _inputs(Ops.functions["gemm_tiles"], 130, gen)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        outs = f(*args)
+    s.synchronize()
+    ref = Ops.functions["gemm_tiles"](*args)
+    for o, r in zip(outs, ref, strict=True):
+        torch.testing.assert_close(o.float(), r.float(), atol=3e-2, rtol=3e-2)

@@ -35,7 +35,7 @@ def sums(x: Tensor[(T, 64), f32]):
 
 
 def test_pointwise_graph_is_one_flat_grid_with_packs(sched) -> None:
-    """seed 003, Automatic GPU pointwise graphs: the fused outputs run as one flat grid, 16-byte packs proved."""
+    """seed 003, Automatic GPU pointwise graphs: fused outputs run as one flat grid, 16-byte packs proved."""
     (r,) = _realize(sched(pointwise))
     assert r.kind == "grid" and [c.var for c in r.chain] == ["i0", "i1"]
     assert r.packs is not None and r.packs.lanes == 4
@@ -67,8 +67,11 @@ def test_explicit_placement_on_warp_fails_closed(sched) -> None:
     """seed 003: an explicit request the target cannot honor fails closed, naming what blocked it."""
     p = sched(pointwise)
     p.kernels[0].request = ("warp",)
-    with pytest.raises(PlanError, match=r"cuda: kernel k0_mul \(.*\): explicit placement on 'warp' refused: the CUDA "
-                       r"realization maps a kernel's instance loops onto cta only"):
+    message = (
+        r"cuda: kernel k0_mul \(.*\): explicit placement on 'warp' refused: the CUDA realization maps a "
+        r"kernel's instance loops onto cta only"
+    )
+    with pytest.raises(PlanError, match=message):
         _realize(p)
 
 
@@ -105,7 +108,8 @@ def test_atom_kernel_is_realized_by_its_atom(sched) -> None:
 
     (r,) = _realize(sched(mm))
     assert r.kind == "atom" and r.body.atom == "sm90_gemm_tma_wgmma_128x128x64_bf16_rrr"
-    (r80,) = [x for k in sched(mm, arch="sm_80").kernels for x in realize_kernel("mm", k, arch_catalog("sm_80"), {})]
+    (k80,) = sched(mm, arch="sm_80").kernels
+    (r80,) = realize_kernel("mm", k80, arch_catalog("sm_80"), {})
     assert r80.body.atom == "sm80_gemm_mma_128x128x32_bf16_rrr"
 
 

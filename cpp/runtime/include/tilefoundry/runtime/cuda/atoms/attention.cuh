@@ -15,6 +15,7 @@
 // (m, l, acc) of each chunk goes to a workspace and a second kernel merges them in chunk order.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <limits>
 
@@ -261,8 +262,17 @@ inline cudaError_t attention(AttentionArgs<T, LenT> const& a, void* workspace, c
   auto kernel = detail::attention_kernel<T, LenT, D, Stages>;
   constexpr size_t smem = S::template smem_bytes<Stages>();
   if constexpr (smem > 48 * 1024) {
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    // Raise the kernel's dynamic shared-memory limit once per device (not again inside a capture).
+    static std::atomic<unsigned long long> raised{0};
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return err;
+    unsigned long long const bit = 1ull << (device % 64);
+    if (!(raised.load() & bit)) {
+      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      if (err != cudaSuccess) return err;
+      raised.fetch_or(bit);
+    }
   }
   int const splits = attention_splits(a);
   int64_t const g = a.heads / a.kv_heads;

@@ -1,0 +1,104 @@
+"""atoms.py: whole-region atoms are re-proved on the final body, then called with their macros."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tilefoundry.codegen.cuda import atoms
+from tilefoundry.codegen.cuda.catalog import arch_catalog
+from tilefoundry.codegen.cuda.realize import realize_kernel
+from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, f64, func, tf
+from tilefoundry.ir.errors import PlanError
+from tilefoundry.ir.tile.cexpr import CExpr
+
+T = DimVar("T", 1, 65)
+
+
+@func
+def mm(x: Tensor[(2, T, 64), bf16], w: ConstTensor[(64, 128), bf16]):
+    return x @ w
+
+
+def _atom(sched, fn, arch: str = "sm_90a", **options):
+    p = sched(fn, options, arch)
+    (r,) = realize_kernel(p.name, p.kernels[0], arch_catalog(arch), options)
+    return p, r
+
+
+def test_catalog_lists_whole_gemm_atoms_best_first() -> None:
+    """sm_90a offers the sm90 collective first; sm_80 the mma.sync mainloop; every arch the f32 SIMT atom."""
+    names = [a.name for a in arch_catalog("sm_90a").atoms_of("mma") if a.a_storage == "gmem"]
+    assert names == [
+        "sm90_gemm_tma_wgmma_128x128x64_bf16_rrr",
+        "sm90_gemm_tma_wgmma_128x128x64_f16_rrr",
+        "sm80_gemm_mma_128x128x32_bf16_rrr",
+        "sm80_gemm_mma_128x128x32_f16_rrr",
+        "cuda_gemm_simt_64x64x16_f32_rrr",
+    ]
+    assert [a.name for a in arch_catalog("sm_80").atoms_of("mma") if a.a_storage == "gmem"] == names[2:]
+
+
+def test_gemm_atom_call_folds_batch_into_m_and_sizes_its_workspace(sched) -> None:
+    """The host calls the atom's one entry with extents; the batch of x folded into M; workspace first."""
+    p, r = _atom(sched, mm)
+    lines = atoms.launch(p, r, CExpr({"T": "d_T"}))
+    dims = "int64_t(1LL), (int64_t(2LL) * d_T), int64_t(128LL), int64_t(64LL)"
+    assert lines[1] == f"  const size_t ws_bytes_ = gemm_workspace_bytes(b_x, b_w, b_out0, {dims});"
+    assert lines[3].startswith(f"  e.cuda(gemm(b_x, b_w, b_out0, {dims}, ws_.ptr, stream_)")
+
+
+def test_sm90_gemm_is_compiled_only_into_modules_that_use_it(sched, cuda_source) -> None:
+    """The CUTLASS sm90 collective compiles slowly: only a source using the sm90 atom defines its macro."""
+    assert atoms.features(_atom(sched, mm)[1]) == (atoms.SM90_GEMM_MACRO,)
+    assert atoms.features(_atom(sched, mm, "sm_80")[1]) == ()
+    assert cuda_source(mm).splitlines()[1] == "#define TILEFOUNDRY_CUDA_GEMM_SM90 1"
+    assert "#define" not in cuda_source(mm, arch="sm_80")
+
+
+def test_stale_gemm_atom_is_refused_on_the_final_body(sched) -> None:
+    """seed 003: the atom's contract is re-checked on the body, so stale metadata cannot change what runs."""
+    p, r = _atom(sched, mm)
+    a, b, c = r.body.operands
+    r.body = dataclasses.replace(r.body, operands=(b, a, c))
+    with pytest.raises(
+        PlanError,
+        match=r"cuda: kernel k0_matmul: atom sm90_gemm_tma_wgmma_128x128x64_bf16_rrr "
+        r"no longer matches its region: the atom's operands are not the region's A, B and C",
+    ):
+        atoms.emit_device(p, r)
+
+
+def test_f64_matmul_keeps_the_checked_loop_and_explicit_atom_fails_closed(sched) -> None:
+    """No catalog atom takes f64: the checked loop stays, and an explicit gemm='atom' refuses."""
+
+    @func
+    def wide(x: Tensor[(T, 8), f64], w: ConstTensor[(8, 8), f64]):
+        return x @ w
+
+    p, r = _atom(sched, wide)
+    assert r.kind == "grid"
+    assert "kept the checked contraction loop: the catalog has no GEMM atom for f64" in p.kernels[0].decisions
+    with pytest.raises(
+        PlanError,
+        match=r"cuda: kernel k0_matmul \(matmul@.*\): explicit GEMM atom refused: "
+        r"the catalog has no GEMM atom for f64",
+    ):
+        sched(wide, {"gemm": "atom"})
+
+
+def test_f32_gemm_takes_the_simt_atom_never_tensor_cores(sched) -> None:
+    """DESIGN §3: f32 work stays f32 (no TF32): an f32 GEMM region runs the ordered FFMA tier."""
+
+    @func
+    def single(x: Tensor[(T, 64), f32], w: ConstTensor[(64, 32), f32]):
+        return tf.relu(x) @ w
+
+    assert _atom(sched, single)[1].kind == "grid"  # relu(x) is an inlined producer: no memory operand
+
+    @func
+    def stored(x: Tensor[(T, 64), f32], w: ConstTensor[(64, 32), f32]):
+        return x @ w
+
+    assert _atom(sched, stored)[1].body.atom == "cuda_gemm_simt_64x64x16_f32_rrr"

@@ -1,0 +1,98 @@
+"""attention.py: the proof that a kernel is exactly the attention nest, and its refusals."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tilefoundry.codegen.cuda.attention import atom_blocker, match_attention
+from tilefoundry.codegen.cuda.catalog import arch_catalog
+from tilefoundry.codegen.cuda.realize import realize_kernel
+from tilefoundry.dsl import DimVar, Tensor, bf16, f32, func, i32, tf
+from tilefoundry.ir.errors import PlanError
+from tilefoundry.ir.tile.expr import Const, Var
+from tilefoundry.ir.tile.stmt import Assign, For, Seq, map_stmt
+
+P = DimVar("P", 1, 513)
+
+
+@func
+def gqa(q: Tensor[(2, 8, P, 64), bf16], k: Tensor[(2, 2, P, 64), bf16], v: Tensor[(2, 2, P, 64), bf16]):
+    return tf.attention(q, k, v, causal=True)
+
+
+@func
+def cached(
+    q: Tensor[(1, 4, 1, 128), f32],
+    k: Tensor[(1, 4, P, 128), f32],
+    v: Tensor[(1, 4, P, 128), f32],
+    n: Tensor[(1,), i32],
+):
+    return tf.attention(q, k, v, scale=0.25, kv_len=n)
+
+
+@func
+def small(q: Tensor[(1, 2, P, 8), f32], k: Tensor[(1, 2, P, 8), f32], v: Tensor[(1, 2, P, 8), f32]):
+    return tf.attention(q, k, v)
+
+
+def _kernel(sched, fn, **options):
+    return next(k for k in sched(fn, options).kernels if k.form == "attention")
+
+
+def test_lowered_attention_is_proved_with_its_facts(sched) -> None:
+    """The proof reads q, k, v, out, scale, group and causal form off the body and rebuilds it exactly."""
+    region = match_attention(_kernel(sched, gqa))
+    assert (region.q.name, region.k.name, region.v.name, region.out.name) == ("q", "k", "v", "out0")
+    assert (region.causal, region.head_dim, region.kv_len) == (True, 64, None)
+    assert region.scale == pytest.approx(64**-0.5)
+    cached_region = match_attention(_kernel(sched, cached))
+    assert (cached_region.causal, cached_region.scale, cached_region.kv_len.name) == (False, 0.25, "n")
+
+
+def test_a_changed_body_is_not_attention(sched) -> None:
+    """A transform that changes one statement (here: the running max is not updated) breaks the proof."""
+    k = _kernel(sched, gqa)
+
+    def drop_max_update(s):
+        if isinstance(s, For) and s.kind == "serial" and isinstance(s.body, Seq):
+            body = tuple(x for x in s.body.body if not (isinstance(x, Assign) and isinstance(x.value, Var)))
+            return dataclasses.replace(s, body=Seq(body))
+        return None
+
+    k.body = map_stmt(k.body, drop_max_update)
+    assert isinstance(match_attention(k), str)
+
+
+def test_atom_takes_head_dims_in_multiples_of_32(sched) -> None:
+    """Head dim 8 is proved attention but has no atom: the loop stays, and says why."""
+    region = match_attention(_kernel(sched, small))
+    assert atom_blocker(region) == "head dim 8 is not a multiple of 32 up to 256"
+
+
+def test_atom_realization_prefetches_two_windows_when_they_fit(sched) -> None:
+    """seed 003: K/V tiles double-buffered (two-window prefetch) when both stages fit shared memory."""
+    k = _kernel(sched, gqa)
+    (r,) = realize_kernel("gqa", k, arch_catalog("sm_90a"), {})
+    assert r.kind == "atom" and r.body.atom == "cuda_attention_flash_d64_bf16"
+    assert r.body.params["stages"] == Const(2)
+    assert "two-window K/V prefetch (2 stages in shared memory)" in r.notes[0]
+
+
+def test_attention_loop_option_keeps_the_reference_nest(sched) -> None:
+    """Option attention='loop' keeps the lowering's nest (realized as rows)."""
+    k = _kernel(sched, gqa, attention="loop")
+    (r,) = realize_kernel("gqa", k, arch_catalog("sm_90a"), {"attention": "loop"})
+    assert r.kind == "rows"
+
+
+def test_explicit_attention_atom_fails_closed(sched) -> None:
+    """seed 003: attention='atom' that cannot be honored raises PlanError naming the blocker."""
+    k = _kernel(sched, small, attention="atom")
+    with pytest.raises(
+        PlanError,
+        match=r"cuda: kernel k0_attention \(attention@.*\): explicit attention atom "
+        r"refused: head dim 8 is not a multiple of 32 up to 256",
+    ):
+        realize_kernel("small", k, arch_catalog("sm_90a"), {"attention": "atom"})

@@ -1,0 +1,56 @@
+"""group.py: which loops the lanes of a group share, and the reductions that combine them."""
+
+from __future__ import annotations
+
+from tilefoundry.codegen.cuda.group import GroupCode, ReduceChain, reduce_chain, shareable_parallel, unflatten
+from tilefoundry.codegen.cuda.serial import SerialCode
+from tilefoundry.ir.dtypes import f32
+from tilefoundry.ir.tile.expr import Const, Load, Var, binary
+from tilefoundry.ir.tile.stmt import Assign, Buffer, For, Let, Seq, Store
+
+X = Buffer("x", f32, (8, 4096), "input")
+OUT = Buffer("out", f32, (8,), "output")
+I, R = Var("i"), Var("r")
+ACC = Var("acc", f32)
+
+
+def _sum(reassociable: bool) -> For:
+    body = Assign("acc", binary("add", ACC, Load(X, (I, R))))
+    return For("r", Const(4096), body, "reduce", reassociable, (("acc", "add"),))
+
+
+def test_a_sum_is_shared_only_when_it_may_be_reassociated() -> None:
+    """The lanes reorder a reduction: only a reassociable one (or options reassociate=True) is shared."""
+    assert isinstance(reduce_chain(_sum(True), False), ReduceChain)
+    assert reduce_chain(_sum(False), False) == "r: its op does not allow reassociating the reduction"
+    assert isinstance(reduce_chain(_sum(False), True), ReduceChain)
+
+
+def test_a_parallel_loop_updating_an_outer_scalar_is_not_shared() -> None:
+    """Iterations that assign a scalar declared outside the loop are not independent: kept uniform."""
+    updates = For("j", Const(8), Assign("acc", Const(1.0, f32)))
+    local = For("j", Const(8), Seq((Let("v", Const(1.0, f32), mutable=True), Assign("v", Const(2.0, f32)))))
+    assert not shareable_parallel(updates) and shareable_parallel(local)
+
+
+def test_cta_group_reduces_through_shared_workspace() -> None:
+    """A CTA-wide group (256 lanes) combines its partials through a shared workspace, in a fixed order."""
+    gc = GroupCode(SerialCode({}, "k0"), 256, set(), reassociate=False, vectorize=True)
+    body = Seq((Let("acc", Const(0.0, f32), mutable=True), _sum(True), Store(OUT, (I,), ACC)))
+    text = "\n".join(gc.stmt(body, 0, {}))
+    assert "for (int64_t r_b = lane_ * 4; r_b < int64_t(4096LL); r_b += 1024) {" in text
+    assert "acc = acc + group_reduce<256>(add_combine{}, acc_p_, ws_float_);" in text
+    assert "if (lane_ == 0) {\n  b_out[i] = acc;" in text
+    assert gc.ws_types == {"float": f32}
+
+
+def test_unflatten_is_row_major() -> None:
+    """A flat index splits into its axes row-major: the last axis fastest."""
+    assert unflatten("f", [("a", "A"), ("b", "B"), ("c", "C")]) == [
+        "int64_t f_r = f;",
+        "const int64_t c = f_r % (C);",
+        "f_r /= (C);",
+        "const int64_t b = f_r % (B);",
+        "f_r /= (B);",
+        "const int64_t a = f_r;",
+    ]

@@ -1,0 +1,99 @@
+"""vector.py: when a loop may move 16-byte packs, and the code a pack is."""
+
+from __future__ import annotations
+
+from tilefoundry.codegen.cuda.vector import PackCode, plan_packs
+from tilefoundry.ir.dtypes import bf16, f32, i64
+from tilefoundry.ir.tile.cexpr import CExpr
+from tilefoundry.ir.tile.expr import Const, Load, Select, Var, binary, cast, unary
+from tilefoundry.ir.tile.stmt import Assign, Buffer, For, Let, Seq, Store
+
+X = Buffer("x", f32, (8, 64), "input")
+Y = Buffer("y", f32, (64,), "input")
+OUT = Buffer("out", f32, (8, 64), "output")
+I, J = Var("i"), Var("j")
+
+
+def _store(value) -> Seq:
+    return Seq((Store(OUT, (I, J), value),))
+
+
+def test_contiguous_body_packs_four_f32_lanes() -> None:
+    """Loads and stores at [..., j] of buffers whose last extent is a multiple of 4 move 4 f32 per pack."""
+    plan = plan_packs("j", Const(64), _store(binary("add", Load(X, (I, J)), Load(Y, (J,)))), "g")
+    assert plan.lanes == 4 and [a.buffer.name for a in plan.loads] == ["x", "y"]
+    assert [a.buffer.name for a in plan.stores] == ["out"]
+
+
+def test_bf16_packs_eight_lanes_and_mixed_widths_take_the_narrowest() -> None:
+    """N = 16 bytes / the smallest itemsize: bf16 read into an f32 output packs 8 lanes (32 bytes of f32)."""
+    h = Buffer("h", bf16, (8, 64), "input")
+    plan = plan_packs("j", Const(64), _store(cast(Load(h, (I, J)), f32)), "g")
+    assert plan.lanes == 8 and {a.buffer.name for a in (*plan.loads, *plan.stores)} == {"h", "out"}
+
+
+def test_loads_under_a_select_branch_stay_scalar() -> None:
+    """A branch may read out of bounds when it is not taken: only unconditional loads are packed."""
+    value = Select(binary("lt", J, Const(32)), Load(X, (I, J)), Load(Y, (J,)))
+    plan = plan_packs("j", Const(64), _store(value), "g")
+    assert plan.loads == () and [a.buffer.name for a in plan.stores] == ["out"]
+
+
+def test_refusals_name_their_reason() -> None:
+    """A ragged extent, a store elsewhere than [..., j], or a read of a written buffer: no packs, and why."""
+    body = _store(Load(X, (I, J)))
+    assert plan_packs("j", Const(62), body, "g") == "its extent is not a static multiple of 4"
+    assert plan_packs("j", Var("T"), body, "g") == "its extent is not a static multiple of 4"
+    shifted = Seq((Store(OUT, (I, binary("add", J, Const(1))), Load(X, (I, J))),))
+    assert plan_packs("j", Const(64), shifted, "g") == "a store is not at [..., j] of a buffer in memory"
+    reread = _store(Load(OUT, (I, J)))
+    assert plan_packs("j", Const(64), reread, "g") == "it reads a buffer it writes"
+    looped = Seq((For("k", Const(4), Store(OUT, (I, J), Const(0.0, f32))),))
+    assert plan_packs("j", Const(64), looped, "g") == (
+        "its body holds more than value definitions, stores and carry updates"
+    )
+
+
+def test_a_gathered_row_index_is_hoisted_before_the_pack() -> None:
+    """A definition that does not move with j (an embedding's row id) is computed once, before the loads."""
+    ids = Buffer("ids", i64, (8,), "input")
+    table = Buffer("table", f32, (100, 64), "input")
+    body = Seq((Let("row", Load(ids, (I,))), Store(OUT, (I, J), Load(table, (Var("row"), J)))))
+    plan = plan_packs("j", Const(64), body, "g")
+    assert plan.hoisted == {"row"} and [a.buffer.name for a in plan.loads] == ["table"]
+    code = PackCode(plan, "j_b")
+    cx = CExpr({})
+    lines = code.prologue(cx, body)
+    assert lines[0] == "const int64_t row = b_ids[i];"
+    assert lines[2] == "load_pack<4>(b_table + (row) * int64_t(64LL) + j_b, gl0_);"
+    assert not any("row =" in x for x in code.lanes(body, cx))
+
+
+def test_pack_code_is_loads_unrolled_lanes_and_stores() -> None:
+    """One pack: lane arrays loaded whole, N unrolled lanes computing from them, the stores written whole."""
+    body = _store(unary("exp", Load(X, (I, J))))
+    plan = plan_packs("j", Const(64), body, "g")
+    code = PackCode(plan, "j_b")
+    cx = CExpr({"T": "d_T"})
+    assert code.prologue(cx, body) == [
+        "float gl0_[4];",
+        "load_pack<4>(b_x + (i) * int64_t(64LL) + j_b, gl0_);",
+        "float gs0_[4];",
+    ]
+    assert code.lanes(body, cx) == [
+        "#pragma unroll",
+        "for (int l_ = 0; l_ < 4; ++l_) {",
+        "  const int64_t j = j_b + l_;",
+        "  gs0_[l_] = std::exp(gl0_[l_]);",
+        "}",
+    ]
+    assert code.epilogue(cx) == ["store_pack<4>(b_out + (i) * int64_t(64LL) + j_b, gs0_);"]
+
+
+def test_reduction_body_packs_with_its_carry() -> None:
+    """A distributed reduction's fold may pack: the partial carry is updated once per lane."""
+    body = Seq((Assign("acc", binary("add", Var("acc", f32), Load(X, (I, J)))),))
+    plan = plan_packs("j", Const(64), body, "p", frozenset({"acc"}))
+    assert plan.stores == () and [a.buffer.name for a in plan.loads] == ["x"]
+    lines = PackCode(plan, "j_b").lanes(body, CExpr({"acc": "acc_p_"}))
+    assert lines[3] == "  acc_p_ = (acc_p_ + pl0_[l_]);"
