@@ -1,10 +1,12 @@
 """Build generated C++ into a shared library with g++, against tvm-ffi and the runtime headers.
 
-    g++ -std=c++17 -O3 -march=native -fopenmp -fPIC -shared -DTILEFOUNDRY_TARGET_CPU
+    g++ -std=c++17 -O3 -march=native -fopenmp -fno-math-errno -ffp-contract=off -fwrapv -fPIC -shared
+        -DTILEFOUNDRY_TARGET_CPU
         -I<runtime> -I<cutlass> -I<cuda> <tvm_ffi --cxxflags> module.cc -o module.so <--ldflags --libs>
 
-`-fno-math-errno` lets math calls vectorize without changing any value; `-fwrapv` gives
-integer overflow torch's wrapping. The runtime header is precompiled once per flag set into a
+`-fno-math-errno` lets math calls vectorize without changing any value; `-ffp-contract=off` keeps
+`a * b + c` two roundings, as the evaluator computes it (g++ would fuse it into one FMA); `-fwrapv`
+gives integer overflow torch's wrapping. The runtime header is precompiled once per flag set into a
 cache directory (`$TILEFOUNDRY_CACHE_DIR/pch/<key>`), so each module compiles only its own code.
 The key covers the flags and `runtime_digest()`, the contents of the runtime headers, which the
 generated source also names, so an edited header never meets a stale precompiled header or
@@ -39,6 +41,7 @@ OPT_FLAGS = (
     "-fopenmp",
     "-fPIC",
     "-fno-math-errno",
+    "-ffp-contract=off",
     "-fwrapv",
     "-DTILEFOUNDRY_TARGET_CPU",
     "-w",

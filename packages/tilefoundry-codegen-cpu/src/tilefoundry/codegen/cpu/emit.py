@@ -7,7 +7,7 @@ entry) and the module's dynamic extents. Bindings become:
     worker  ->  #pragma omp parallel for collapse(n) schedule(static) if(work >= threshold)
     vector  ->  packs of W lanes (`#pragma omp simd` over a lane loop, scalars lane-private),
                 then a scalar tail for the remainder
-    vector reduce -> W lane-private partial carries folded into the carry, then the tail
+    vector reduce -> 4W, then W lane-private partial carries folded into the carry, then the tail
     atom    ->  one call into the runtime (`atoms.py`), after re-checking its proof
 
     void rms_entry(TensorView x, TensorView g, TensorView out0) { checks; kernels in order }
@@ -47,6 +47,8 @@ from .build import runtime_digest
 NAME = "cpu"
 # Below this many iterations of a worker region, threads cost more than they save.
 PARALLEL_WORK = 32768
+# Independent partial carries per vector lane of a reassociable reduction.
+REDUCE_UNROLL = 4
 # Kernel-local scratch up to this size lives on the worker's stack.
 STACK_SCRATCH_BYTES = 32768
 _IDENTITY = {"add": 0.0, "max": float("-inf"), "min": float("inf")}
@@ -219,7 +221,13 @@ class _Body:
         return out
 
     def vector_reduce(self, s: For, ind: int, names: Mapping[str, str]) -> list[str]:
+        """Packs of REDUCE_UNROLL * w lane-private partials, then packs of w, then a scalar tail.
+
+        NOTE: one partial per lane alone leaves each lane a serial chain of dependent adds (4
+        cycles each); REDUCE_UNROLL independent chains per vector register keep the FMA pipes busy.
+        """
         w, base, n = s.width, f"{s.var}_b", f"{s.var}_n"
+        wide = w * REDUCE_UNROLL
         cx = self.cx(names)
         partial = {acc: f"{acc}_p" for acc, _ in s.carries}
         out = _lines(["{", f"  const int64_t {n} = {cx(s.extent)};", f"  int64_t {base} = 0;"], ind)
@@ -228,31 +236,32 @@ class _Body:
             t = types[acc]
             out += _lines(
                 [
-                    f"  {ctype(t)} {partial[acc]}[{w}];",
-                    f"  for (int64_t l_ = 0; l_ < {w}; ++l_) "
+                    f"  {ctype(t)} {partial[acc]}[{wide}];",
+                    f"  for (int64_t l_ = 0; l_ < {wide}; ++l_) "
                     f"{partial[acc]}[l_] = {literal(_IDENTITY[comb], t)};",
                 ],
                 ind,
             )
-        out += _lines(
-            [
-                f"  for (; {base} + {w} <= {n}; {base} += {w}) {{  // packs of {w} lanes, partial carries",
-                "    #pragma omp simd",
-                f"    for (int64_t l_ = 0; l_ < {w}; ++l_) {{",
-                f"      const int64_t {s.var} = {base} + l_;",
-            ],
-            ind,
-        )
         lane_names = {**names, **{a: f"{p}[l_]" for a, p in partial.items()}}
-        out += self.stmt(s.body, ind + 3, lane_names)
-        out += _lines(["    }", "  }"], ind)
+        for lanes, what in ((wide, f"{REDUCE_UNROLL} x {w} lanes"), (w, f"{w} lanes")):
+            out += _lines(
+                [
+                    f"  for (; {base} + {lanes} <= {n}; {base} += {lanes}) {{  // packs of {what}",
+                    "    #pragma omp simd",
+                    f"    for (int64_t l_ = 0; l_ < {lanes}; ++l_) {{",
+                    f"      const int64_t {s.var} = {base} + l_;",
+                ],
+                ind,
+            )
+            out += self.stmt(s.body, ind + 3, lane_names)
+            out += _lines(["    }", "  }"], ind)
         for acc, comb in s.carries:
             fold = {
                 "add": f"{acc} = {acc} + {partial[acc]}[l_];",
                 "max": f"{acc} = max_nan({acc}, {partial[acc]}[l_]);",
                 "min": f"{acc} = min_nan({acc}, {partial[acc]}[l_]);",
             }[comb]
-            out += _lines([f"  for (int64_t l_ = 0; l_ < {w}; ++l_) {fold}"], ind)
+            out += _lines([f"  for (int64_t l_ = 0; l_ < {wide}; ++l_) {fold}"], ind)
         out += _lines(
             [f"  for (; {base} < {n}; ++{base}) {{  // scalar tail", f"    const int64_t {s.var} = {base};"],
             ind,
