@@ -127,14 +127,16 @@ def _build_case(name: str, root: Path) -> HFCase:
     with torch.no_grad():
         out = model(prompt[None], use_cache=True)
         prefill = out.logits[0].float()
-        cache, row = out.cache, prefill[-1]
+        # transformers 5.17 (the GPU machine's) names the cache `past_key_values`; later ones `cache`.
+        cache_name = "cache" if hasattr(out, "cache") else "past_key_values"
+        cache, row = getattr(out, cache_name), prefill[-1]
         tokens, steps = [], []
         for _ in range(GREEDY_STEPS):
             tokens.append(int(row.argmax()))
             if len(tokens) == GREEDY_STEPS:
                 break
-            out = model(torch.tensor([[tokens[-1]]]), cache=cache, use_cache=True)
-            cache, row = out.cache, out.logits[0, -1].float()
+            out = model(torch.tensor([[tokens[-1]]]), **{cache_name: cache}, use_cache=True)
+            cache, row = getattr(out, cache_name), out.logits[0, -1].float()
             steps.append(row)
     return HFCase(ckpt, prompt, prefill, torch.tensor(tokens), torch.stack(steps))
 
