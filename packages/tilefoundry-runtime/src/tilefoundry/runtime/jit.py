@@ -29,7 +29,7 @@ from typing import Any
 from tilefoundry.ir.hir import Function
 from tilefoundry.ir.module import Module
 from tilefoundry.ir.pipeline import ScheduledModule, schedule_module
-from tilefoundry.ir.printer import module_text
+from tilefoundry.ir.printer import function_text, module_text
 from tilefoundry.ir.target import get_target
 from tilefoundry.ir.tile.stmt import Program
 from tilefoundry.ir.types import TensorType
@@ -205,14 +205,25 @@ def _child_groups(mod: Module) -> dict[str, list[Module]]:
     return groups
 
 
-def _twin_class(node: Module, target: str, options: Mapping[str, Any] | None) -> type[RuntimeModule]:
+def _functions_key(node: Module, target: str, options: Mapping[str, Any] | None) -> str:
+    """What a node's library depends on: its functions' text, not the node's name or place."""
+    texts = [function_text(fn) for fn in node.functions.values()]
+    return hashlib.sha256("\n".join([*texts, target, options_text(options)]).encode()).hexdigest()
+
+
+def _twin_class(
+    node: Module, target: str, options: Mapping[str, Any] | None, built: dict[str, LinkedModule]
+) -> type[RuntimeModule]:
     ns: dict[str, Any] = {}
     if node.functions:
-        linked = compile(node, target=target, options=options)
+        # NOTE: the 28 decoder layers of a model are one library: compile each distinct node once.
+        key = _functions_key(node, target, options)
+        if key not in built:
+            built[key] = compile(node, target=target, options=options)
         for name, fn in node.functions.items():
-            ns[name] = CompiledFunction(load_linked_module(linked, name), fn.returns_tuple)
+            ns[name] = CompiledFunction(load_linked_module(built[key], name), fn.returns_tuple)
     for group, children in _child_groups(node).items():
-        classes = tuple(_twin_class(c, target, options) for c in children)
+        classes = tuple(_twin_class(c, target, options, built) for c in children)
         ns[group] = classes if children[0].name != group else classes[0]
     return runtime_module(node)(builtins.type(f"Compiled_{node.name.replace('.', '_')}", (), ns))
 
@@ -227,4 +238,4 @@ def twin(
     the on-disk build.
     """
     mod = _as_module(sem, "twin")
-    return _twin_class(mod, target, options)()
+    return _twin_class(mod, target, options, {})()
