@@ -58,6 +58,14 @@ using RowTensor = ShardTensor<RowEngine, RowLayout, RowShard>;
 static_assert(tilefoundry::detail::reduce_tier_v<cute::seq<0, 1>, RowTensor> == ReduceTier::warp);
 static_assert(tilefoundry::detail::reduce_tier_v<Int<1>, RowTensor> == ReduceTier::thread, "mode 1 is not split");
 
+// Nested canonical layout: tensor axis 0 is ((8 per lane) x 32 lanes), split leaf 1.
+using NestedLayout = cute::Layout<cute::Shape<cute::Shape<Int<8>, Int<32>>, Int<2>>,
+                                  cute::Stride<cute::Stride<Int<2>, Int<0>>, _1>>;
+using NestedShard = ShardLayout<NestedLayout, cute::tuple<shard::B, shard::S<1>>, WarpLaneMesh>;
+using NestedTensor = ShardTensor<decltype(cute::make_tensor<float>(cute::make_layout(Int<16>{}))), NestedLayout, NestedShard>;
+static_assert(tilefoundry::detail::reduce_tier_v<Int<0>, NestedTensor> == ReduceTier::warp, "leaf 1 lies in axis 0");
+static_assert(tilefoundry::detail::reduce_tier_v<Int<1>, NestedTensor> == ReduceTier::thread);
+
 // Lanes {l, l+4, l+8, l+12} of a (8,4,4):(16,4,1) thread mesh: stride 4, extent 4, inside a warp.
 using StridedMesh =
     Mesh<decltype(cute::make_layout(cute::make_shape(Int<8>{}, Int<4>{}, Int<4>{}), cute::LayoutRight{})), TS::thread>;

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ HEADERS = sorted(
 NEGATIVE = sorted((CPP_TESTS / "negative").glob("*.c*"))
 # Headers with device code: ops/ and the CUDA target's own, compiled by nvcc.
 DEVICE_PREFIXES = ("tilefoundry/ops/", "tilefoundry/runtime/cuda/")
+# Builds unused this long are dropped: every header edit keys a new set of builds.
+MAX_AGE_S = 7 * 24 * 3600
 # Intermediates nvcc --keep leaves (large preprocessed files); the cache drops them.
 DROPPED_SUFFIXES = {".ii", ".c", ".cpp", ".gpu", ".cubin", ".fatbin", ".module_id"}
 
@@ -66,6 +69,18 @@ def _headers_digest() -> str:
     return digest.hexdigest()
 
 
+@cache
+def _prune_cache() -> None:
+    """Drops cached builds not used for MAX_AGE_S (a hit refreshes the age)."""
+    if not CACHE.is_dir():
+        return
+    now = time.time()
+    for entry in CACHE.iterdir():
+        rc = entry / "rc"
+        if rc.is_file() and now - rc.stat().st_mtime > MAX_AGE_S:
+            shutil.rmtree(entry, ignore_errors=True)
+
+
 def build(tool: str, flags: list[str], source: str, suffix: str) -> Build:
     """Compiles `source` (text) with `tool`, or returns the cached result of the same compile.
 
@@ -75,7 +90,9 @@ def build(tool: str, flags: list[str], source: str, suffix: str) -> Build:
         json.dumps([tool, flags, _tool_version(tool), source, suffix, _headers_digest()]).encode()
     ).hexdigest()[:32]
     final = CACHE / key
+    _prune_cache()
     if (final / "rc").is_file():
+        (final / "rc").touch()
         return Build(int((final / "rc").read_text()), (final / "log").read_text(), final)
     CACHE.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=CACHE, prefix="tmp-"))
@@ -170,6 +187,7 @@ HOST_GROUPS = [
     ("mesh_cta_only", "seed 000 §2.3: a launch-provided level takes every remaining axis"),
     ("shard_layout_local_shape", "DESIGN §4: the local shape sets every split position to 1"),
     ("local_offsets", "seed 000 §2.10.2: offset = Σ coord[m] · S[k] over Split(k) axes"),
+    ("local_ir_example", "DESIGN §4: local() computes what tilefoundry.ir.shard computes"),
     ("local_broadcast_and_partial", "seed 000 §2.10.2: Broadcast and Partial contribute 0"),
     ("local_rmem_split_stride_zero", "seed 000 §2.10.3: a zero split stride contributes 0 (one path)"),
     ("local_keeps_gmem_residency", "seed 000 §2.6: local() keeps the engine's residency tag"),
@@ -184,6 +202,22 @@ def test_2_host_runtime_group_passes(host_groups: dict[str, tuple[int, int]], gr
     passed, failed = host_groups[group]
     assert (passed, failed) != (0, 0), f"{group} ran no check ({rule})"
     assert failed == 0, f"{group}: {failed} checks failed ({rule})"
+
+
+def test_2_10_ir_agrees_with_the_host_checks() -> None:
+    """DESIGN §4: the IR's ShardLayout and Mesh give the numbers the C++ host checks assert.
+
+    test_host_runtime.cpp's `local_ir_example` and `mesh_local_index` groups hard-code these.
+    """
+    from tilefoundry.ir.shard import Mesh, Split, Topology
+
+    sl = Mesh((Topology("cta", 4),), (4,))[Split(0)].resolve((8, 16))
+    assert str(sl.layout) == "((2,4),16):((16,32),1)"
+    assert sl.local_shape() == ((2, 1), 16)
+    assert [sl.local_offset((c,)) for c in range(4)] == [0, 32, 64, 96]
+    mesh = Mesh((Topology("cta", 2), Topology("thread", 4)), (2, 4))
+    assert str(mesh.layout) == "(2,4):(1,1)"
+    assert mesh.local_index({"cta": 1, "thread": 2}) == (1, 2)
 
 
 # ---------------------------------------------------------------- CUDA kernels, compiled

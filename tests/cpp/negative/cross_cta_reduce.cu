@@ -7,8 +7,8 @@ using namespace tilefoundry;
 using cute::Int;
 
 // A (4 CTAs, 128 threads) mesh; mode 0 of the row is split over the CTA axis.
-using GridMesh = Mesh<decltype(cute::make_layout(cute::make_shape(Int<4>{}, Int<128>{}), cute::LayoutRight{})),
-                      TopologyScope::cta, TopologyScope::thread>;
+using GridMesh = Mesh<cute::Layout<cute::Shape<Int<4>, Int<128>>, cute::Stride<Int<1>, Int<1>>>, TopologyScope::cta,
+                      TopologyScope::thread>;
 using RowLayout = cute::Layout<cute::Shape<Int<4>, Int<8>>, cute::Stride<Int<0>, Int<1>>>;
 using RowShard = ShardLayout<RowLayout, cute::tuple<shard::S<0>, shard::B>, GridMesh>;
 

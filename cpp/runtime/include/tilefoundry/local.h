@@ -1,6 +1,6 @@
 // local(): project a shard tensor to this execution instance's view (seed 000 §2.10).
 //
-//   offset = Σ_{m : attrs[m] = S<k>} coord[m] · stride<k>(layout),  coord = mesh.local_index()
+//   offset = Σ_{m : attrs[m] = S<k>} coord[m] · S[k],  S = flattened strides, coord = mesh.local_index()
 //   local  = make_tensor(engine.data() + offset, Layout(local_shape, stride(layout)))
 //
 // One path for gmem / smem / rmem: a split stride of 0 (each instance holds only its own slice)
@@ -19,10 +19,7 @@ template <class Attrs, int M, class Layout, class Coord>
 CUTE_HOST_DEVICE auto split_offset(Layout const& layout, Coord const& coord) {
   using A = attr_t<Attrs, M>;
   if constexpr (is_split_v<A>) {
-    auto const stride = cute::get<split_mode_v<A>>(layout.stride());
-    static_assert(cute::is_integral<cute::remove_cvref_t<decltype(stride)>>::value,
-                  "local: a split position's stride must be an integer, not a nested mode");
-    return cute::get<M>(coord) * stride;
+    return cute::get<M>(coord) * cute::get<split_mode_v<A>>(flat_leaves(layout.stride()));
   } else {
     return cute::Int<0>{};
   }

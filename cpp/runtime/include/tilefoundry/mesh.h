@@ -1,11 +1,13 @@
 // tilefoundry::Mesh: a CuTe layout whose axes map to program topology levels (seed 000 §2.3).
 //
-// mesh_layout maps a mesh coordinate to the linear instance id over the mesh's levels, the
-// first level outermost: for Mesh<L, cta, thread>, id = program_id<cta>() * program_dim<thread>()
-// + program_id<thread>(). Axes group onto levels by the trailing-greedy rule (mesh_detail.h).
+// The mesh axes are the leaves of mesh_layout. They group onto the levels by the trailing-greedy
+// rule (mesh_detail.h), and each level's group is its own layout: its sub-shape and sub-stride
+// number that level's program ids, so idx2crd(program_id<T>(), sub_shape, sub_stride) gives the
+// group's coordinates.
 //
-// Example: (2,4):(4,1) over (cta, thread) with 4 static threads: axis 1 -> thread, axis 0 -> cta;
-// the instance with cta 1, thread 2 has local_index() == (1, 2).
+// Example: (2,4):(1,1) over (cta, thread) with 4 static threads: axis 1 -> thread, axis 0 -> cta;
+// the instance with cta 1, thread 2 has local_index() == (1, 2). Under 256 threads,
+// (8,32):(32,1) is 8 warps of 32 lanes.
 #pragma once
 
 #include <cute/layout.hpp>
@@ -23,16 +25,13 @@ struct Mesh {
   static_assert(cute::is_layout<MeshLayout>::value, "Mesh: MeshLayout must be a cute::Layout");
   static_assert(sizeof...(Topos) > 0, "Mesh: needs at least one topology level");
 
-  static constexpr int rank = cute::rank_v<MeshLayout>;
+  using shape_type = detail::flat_leaves_t<decltype(cute::declval<MeshLayout>().shape())>;    ///< axis extents
+  using stride_type = detail::flat_leaves_t<decltype(cute::declval<MeshLayout>().stride())>;  ///< axis strides
+  static constexpr int rank = cute::tuple_size<shape_type>::value;
   static constexpr int levels = static_cast<int>(sizeof...(Topos));
-  using shape_type = decltype(cute::declval<MeshLayout>().shape());
-  using stride_type = decltype(cute::declval<MeshLayout>().stride());
 
   static constexpr auto grouping = detail::group_mesh_axes<rank, levels>(
-      detail::static_mode_extents<shape_type>(cute::make_seq<rank>{}).v,
-      {topology_extent<Topos>::value...});
-  static_assert(grouping.error != detail::MeshGroupingError::not_flat,
-                "Mesh: mesh_layout must be flat (one integer extent per mesh axis)");
+      detail::static_leaves<shape_type>(cute::make_seq<rank>{}).v, {topology_extent<Topos>::value...});
   static_assert(grouping.error != detail::MeshGroupingError::dynamic_inner_level,
                 "Mesh: only the first (outermost) topology level may be launch-provided; "
                 "give the inner levels static extents (TILEFOUNDRY_THREAD_EXTENT)");
@@ -47,15 +46,12 @@ struct Mesh {
   /// The level at position I of the topologies list.
   template <int I>
   static constexpr TopologyScope level = detail::topology_at<I, Topos...>();
-  /// Static instance count of the levels after position I; 0 when one is launch-provided.
-  template <int I>
-  static constexpr int inner_static_extent = detail::inner_static_extent<I, Topos...>();
 
   MeshLayout mesh_layout;                                         ///< a CuTe-compatible layout
   static constexpr auto topologies = cute::make_tuple(Topos...);  ///< sparse level list (type-level)
 
-  /// Full mesh coordinate of this execution instance: per level, its program_id converted by
-  /// idx2crd over the level's axes, strides taken relative to the level.
+  /// Full mesh coordinate of this execution instance: for each level, idx2crd of its program_id
+  /// over the level's axes, concatenated in axis order.
   CUTE_HOST_DEVICE auto local_index() const noexcept { return axis_coords(cute::make_seq<rank>{}); }
 
  private:
@@ -66,22 +62,19 @@ struct Mesh {
 
   template <int A>
   CUTE_HOST_DEVICE auto axis_coord() const noexcept {
-    constexpr int level = grouping.owner[A];
-    auto const extent = cute::get<A>(mesh_layout.shape());
-    if constexpr (detail::static_mode_extent<shape_type, A>() == 1) {
+    if constexpr (detail::static_leaf<shape_type, A>() == 1) {
       return cute::Int<0>{};
     } else {
-      auto const inner = detail::inner_program_extent<level + 1, Topos...>();
-      auto const stride = cute::get<A>(mesh_layout.stride());
+      auto const extent = cute::get<A>(detail::flat_leaves(mesh_layout.shape()));
+      auto const stride = cute::get<A>(detail::flat_leaves(mesh_layout.stride()));
       using Stride = cute::remove_cvref_t<decltype(stride)>;
-      using Inner = cute::remove_cvref_t<decltype(inner)>;
-      if constexpr (cute::is_static<Stride>::value && cute::is_static<Inner>::value) {
-        static_assert(Stride::value % Inner::value == 0 && Stride::value != 0,
-                      "Mesh: a mesh axis stride must be a nonzero multiple of the instance count of "
-                      "the levels inside its own (mesh_layout maps to the combined instance id)");
+      if constexpr (cute::is_static<Stride>::value) {
+        static_assert(Stride::value > 0,
+                      "Mesh: a mesh axis of extent above 1 needs a positive stride (each level's axes "
+                      "number its program ids one to one)");
       }
-      int const id = program_id<detail::topology_at<level, Topos...>()>();
-      return (id / static_cast<int>(stride / inner)) % static_cast<int>(extent);  // idx2crd, one mode
+      int const id = program_id<level<grouping.owner[A]>>();
+      return (id / static_cast<int>(stride)) % static_cast<int>(extent);  // idx2crd, one mode
     }
   }
 };

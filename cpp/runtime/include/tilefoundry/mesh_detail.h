@@ -1,4 +1,4 @@
-// Mesh internals: the axes-to-topology grouping rule, computed at compile time.
+// Mesh internals: flattened axes and the axes-to-topology grouping rule, computed at compile time.
 #pragma once
 
 #include <cute/layout.hpp>
@@ -7,10 +7,22 @@
 
 namespace tilefoundry::detail {
 
+/// The leaves of an IntTuple as a flat tuple; a single integer becomes a rank-1 tuple.
+template <class IntTuple>
+CUTE_HOST_DEVICE constexpr auto flat_leaves(IntTuple const& t) {
+  if constexpr (cute::is_tuple<IntTuple>::value) {
+    return cute::flatten(t);
+  } else {
+    return cute::make_tuple(t);
+  }
+}
+
+template <class IntTuple>
+using flat_leaves_t = decltype(flat_leaves(cute::declval<IntTuple>()));
+
 /// Why a mesh's axes cannot be grouped onto its topology levels (none when they can).
 enum class MeshGroupingError {
   none,
-  not_flat,             ///< a mesh_layout mode is itself a tuple
   dynamic_inner_level,  ///< a launch-provided level that is not the first (outermost) one
   dynamic_axis,         ///< a static level would take an axis whose extent is run-time
   product_mismatch,     ///< a static level's axes do not multiply to its size
@@ -29,17 +41,11 @@ struct MeshGrouping {
 /// Seed 000 §2.3: axes are matched from the end of the shape backwards, in reverse level order;
 /// a static level greedily takes trailing axes until their product equals its size. A
 /// launch-provided level (size 0) must be the outermost one and takes every remaining axis.
-/// `extents[a]` is 0 for a run-time extent, -1 for a nested mode.
+/// `extents[a]` is 0 for a run-time extent.
 template <int Rank, int Levels>
 constexpr MeshGrouping<Rank, Levels> group_mesh_axes(int const (&extents)[Rank > 0 ? Rank : 1],
                                                      int const (&sizes)[Levels]) {
   MeshGrouping<Rank, Levels> g{};
-  for (int a = 0; a < Rank; ++a) {
-    if (extents[a] < 0) {
-      g.error = MeshGroupingError::not_flat;
-      return g;
-    }
-  }
   int next = Rank;  // axes [0, next) are still unassigned
   for (int t = Levels - 1; t >= 0; --t) {
     g.end[t] = next;
@@ -70,25 +76,23 @@ constexpr MeshGrouping<Rank, Levels> group_mesh_axes(int const (&extents)[Rank >
   return g;
 }
 
-/// Compile-time extent of mode I of a flat shape: N for Int<N>, 0 for a run-time int, -1 nested.
-template <class Shape, int I>
-constexpr int static_mode_extent() {
-  using Mode = cute::remove_cvref_t<decltype(cute::get<I>(cute::declval<Shape>()))>;
-  if constexpr (cute::is_tuple<Mode>::value) {
-    return -1;
-  } else if constexpr (cute::is_static<Mode>::value) {
-    return static_cast<int>(Mode::value);
+/// Compile-time value of leaf I of a flat IntTuple: N for Int<N>, 0 for a run-time int.
+template <class Flat, int I>
+constexpr int static_leaf() {
+  using Leaf = cute::remove_cvref_t<decltype(cute::get<I>(cute::declval<Flat>()))>;
+  if constexpr (cute::is_static<Leaf>::value) {
+    return static_cast<int>(Leaf::value);
   } else {
     return 0;
   }
 }
 
-template <class Shape, int... I>
-constexpr auto static_mode_extents(cute::seq<I...>) {
-  struct Extents {
+template <class Flat, int... I>
+constexpr auto static_leaves(cute::seq<I...>) {
+  struct Leaves {
     int v[sizeof...(I) > 0 ? sizeof...(I) : 1];
   };
-  return Extents{{static_mode_extent<Shape, I>()...}};
+  return Leaves{{static_leaf<Flat, I>()...}};
 }
 
 /// The level at position I of a TopologyScope pack.
@@ -96,26 +100,6 @@ template <int I, TopologyScope... Topos>
 constexpr TopologyScope topology_at() {
   constexpr TopologyScope all[] = {Topos...};
   return all[I];
-}
-
-/// Product of the static extents of the levels after position I; 0 when one is launch-provided.
-template <int I, TopologyScope... Topos>
-constexpr int inner_static_extent() {
-  constexpr int extents[] = {topology_extent<Topos>::value...};
-  int product = 1;
-  for (int t = I + 1; t < static_cast<int>(sizeof...(Topos)); ++t) product *= extents[t];
-  return product;
-}
-
-/// Product of program_dim over the levels at positions I and after: called with level + 1, the
-/// linear stride of that level in the combined instance id (first level outermost).
-template <int I, TopologyScope... Topos>
-CUTE_HOST_DEVICE auto inner_program_extent() {
-  if constexpr (I >= static_cast<int>(sizeof...(Topos))) {
-    return cute::Int<1>{};
-  } else {
-    return program_dim<topology_at<I, Topos...>()>() * inner_program_extent<I + 1, Topos...>();
-  }
 }
 
 }  // namespace tilefoundry::detail

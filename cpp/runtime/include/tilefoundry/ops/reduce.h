@@ -5,10 +5,10 @@
 //   warp       + butterfly shuffles over the lanes of each mesh axis the reduced modes are split on
 //   cta        + an exchange through the shared-memory workspace ws, when those lanes span warps
 //   cross-CTA  refused: a reduced mode split across CTAs cannot be combined inside one kernel step
-// Axes index the modes of src's (local) layout; dst has the kept modes, in order, optionally
-// with extent-1 modes where the reduced ones were (keepdim). Every thread of the CTA calls a
-// warp- or cta-tier reduce; after it each participant holds the full result (dst is B on the
-// combined axes), and only one participant writes a dst in shared or global memory.
+// Axes index the top-level modes (tensor axes) of src's local view; dst has the kept modes, in
+// order, optionally with extent-1 modes where the reduced ones were (keepdim). Every thread of
+// the CTA calls a warp- or cta-tier reduce; after it each participant holds the full result
+// (dst is B on the combined axes), and only one participant writes a dst in smem or gmem.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -126,8 +126,8 @@ __device__ void reduce(Src const& src, Dst&& dst, Ws&& ws = {}) {
                 "CTA owns whole rows");
   constexpr tilefoundry::detail::ReduceGeometry geometry = P::geometry();
   static_assert(geometry.static_geometry,
-                "ops::reduce: a sharded reduce needs static mesh strides and extents and static inner "
-                "topology levels for the axes it combines over");
+                "ops::reduce: a sharded reduce needs static mesh strides and extents for the axes it "
+                "combines over");
   static_assert(!tilefoundry::detail::dst_split_on_participant<Axes, SrcT, DstT>::value,
                 "ops::reduce: dst is split (shard::S) on a mesh axis the reduction combines over; "
                 "expected shard::B there");

@@ -150,7 +150,7 @@ CUTE_HOST_DEVICE auto local_view(T&& t) {
 enum class ReduceTier { thread, warp, cta, cross_cta };
 
 /// Mesh axes a reduce combines over, at most kMaxMeshRank of them: each with its lane stride
-/// (relative to program_id<thread>) and extent.
+/// (its mesh stride: thread-level axes number program_id<thread>) and extent.
 inline constexpr int kMaxMeshRank = 8;
 
 struct ReduceGeometry {
@@ -158,10 +158,11 @@ struct ReduceGeometry {
   int lane_stride[kMaxMeshRank] = {};
   int extent[kMaxMeshRank] = {};
   bool crosses_cta = false;      ///< a combined axis belongs to a level other than thread
-  bool static_geometry = true;   ///< every stride, extent and inner level extent is static
+  bool static_geometry = true;   ///< every stride and extent is static
 };
 
-/// The mesh axes a sharded src combines over: every m with attrs[m] = S<k>, k reduced. Plain
+/// The mesh axes a sharded src combines over: every m with attrs[m] = S<k>, leaf k inside a
+/// reduced mode. Plain
 /// operands combine over none. NOTE: device code copies geometry() into a local constexpr
 /// (static data members are host memory).
 template <class Axes, class Src, class = void>
@@ -173,25 +174,24 @@ template <class Axes, class E, class GL, class SL>
 struct reduce_participants<Axes, ShardTensor<E, GL, SL>> {
   using Attrs = decltype(SL::attrs);
   using MeshT = decltype(SL::mesh);
+  using Layout = decltype(SL::layout);
   static_assert(MeshT::rank <= kMaxMeshRank, "ops::reduce: meshes of rank above 8 are not supported");
 
   template <int M>
   static constexpr bool participates() {
     using A = attr_t<Attrs, M>;
-    if constexpr (is_split_v<A>) return axes_contains<Axes>(split_mode_v<A>);
+    if constexpr (is_split_v<A>) return axes_contains<Axes>(mode_of_leaf<Layout>(split_mode_v<A>));
     else return false;
   }
 
   template <int M>
   static constexpr void add(ReduceGeometry& g) {
     if (!participates<M>()) return;
-    constexpr int level = MeshT::grouping.owner[M];
-    constexpr int inner = MeshT::template inner_static_extent<level>;
-    constexpr int stride = static_mode_extent<typename MeshT::stride_type, M>();
-    constexpr int extent = static_mode_extent<typename MeshT::shape_type, M>();
-    if (MeshT::template level<level> != TopologyScope::thread) g.crosses_cta = true;
-    if (inner <= 0 || stride <= 0 || extent <= 0) g.static_geometry = false;
-    g.lane_stride[g.count] = inner > 0 ? stride / inner : 0;
+    constexpr int stride = static_leaf<typename MeshT::stride_type, M>();
+    constexpr int extent = static_leaf<typename MeshT::shape_type, M>();
+    if (MeshT::template level<MeshT::grouping.owner[M]> != TopologyScope::thread) g.crosses_cta = true;
+    if (stride <= 0 || extent <= 0) g.static_geometry = false;
+    g.lane_stride[g.count] = stride;
     g.extent[g.count] = extent;
     ++g.count;
   }
