@@ -25,8 +25,9 @@
 
 // glibc's libmvec carries vector variants of these (SSE/AVX2/AVX-512, <= 4 ulp, no fast-math
 // shortcuts); declaring them `simd` lets g++ call them from `#pragma omp simd` lane loops.
-// Builds link -lmvec.
-#if defined(__x86_64__) && defined(__GLIBC__)
+// Builds link -lmvec. TILEFOUNDRY_SCALAR_MATH (compile option vector_math=False) keeps glibc's
+// scalar functions (<= 1 ulp), which do not vectorize.
+#if defined(__x86_64__) && defined(__GLIBC__) && !defined(TILEFOUNDRY_SCALAR_MATH)
 extern "C" {
 #define TILEFOUNDRY_SIMD_MATH(name) \
   __attribute__((simd("notinbranch"))) float name##f(float) noexcept; \

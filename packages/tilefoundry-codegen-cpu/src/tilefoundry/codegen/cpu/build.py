@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tilefoundry.ir.errors import TargetUnavailable
+from tilefoundry.ir.errors import PlanError, TargetUnavailable
 from tilefoundry.ir.target import LinkedLibrary, Sources
 from tilefoundry.runtime.headers import cuda_include_dirs, cutlass_include_dir, runtime_include_dir
 
@@ -86,10 +86,26 @@ def include_flags() -> tuple[str, ...]:
     return tuple(f"-I{d}" for d in dirs)
 
 
-def compile_flags() -> tuple[str, ...]:
+def option_flags(options: Mapping[str, Any]) -> tuple[str, ...]:
+    """Flags the compile options add: `vector_math=False` -> `-DTILEFOUNDRY_SCALAR_MATH`.
+
+    Raises:
+        PlanError: `vector_math` is not a bool.
+    """
+    vector_math = options.get("vector_math", True)
+    if not isinstance(vector_math, bool):
+        raise PlanError(
+            f"cpu: option vector_math must be True or False, got {vector_math!r}",
+            expected="a bool",
+            got=vector_math,
+        )
+    return () if vector_math else ("-DTILEFOUNDRY_SCALAR_MATH",)
+
+
+def compile_flags(options: Mapping[str, Any] | None = None) -> tuple[str, ...]:
     """Every flag of a compile, in order (also part of the on-disk cache key)."""
     cflags, _ = tvm_ffi_flags()
-    return (*OPT_FLAGS, *include_flags(), *cflags)
+    return (*OPT_FLAGS, *option_flags(options or {}), *include_flags(), *cflags)
 
 
 @functools.cache
@@ -102,9 +118,10 @@ def runtime_digest() -> str:
     return h.hexdigest()[:16]
 
 
-def toolchain_text() -> str:
+def toolchain_text(options: Mapping[str, Any] | None = None) -> str:
     """The compiler version, flags and runtime header digest, as the build cache keys them."""
-    return "\n".join([host_facts().compiler_version, *compile_flags(), *tvm_ffi_flags()[1], runtime_digest()])
+    flags = compile_flags(options)
+    return "\n".join([host_facts().compiler_version, *flags, *tvm_ffi_flags()[1], runtime_digest()])
 
 
 def _cache_root() -> Path:
@@ -112,12 +129,12 @@ def _cache_root() -> Path:
     return Path(root) if root else Path.home() / ".cache" / "tilefoundry"
 
 
-def precompiled_header() -> Path | None:
-    """A directory holding `tilefoundry/runtime.h.gch` for the current flags, built on first use.
+def precompiled_header(options: Mapping[str, Any] | None = None) -> Path | None:
+    """A directory holding `tilefoundry/runtime.h.gch` for the options' flags, built on first use.
 
     Returns None when precompiling fails; the build then parses the header itself.
     """
-    key = hashlib.sha256(toolchain_text().encode()).hexdigest()[:16]
+    key = hashlib.sha256(toolchain_text(options).encode()).hexdigest()[:16]
     root = _cache_root() / "pch" / key
     gch = root / "tilefoundry" / "runtime.h.gch"
     if gch.is_file():
@@ -126,7 +143,7 @@ def precompiled_header() -> Path | None:
     header = runtime_include_dir() / "tilefoundry" / "runtime.h"
     fd, tmp = tempfile.mkstemp(suffix=".gch", dir=gch.parent)
     os.close(fd)
-    cmd = [compiler(), *compile_flags(), "-x", "c++-header", str(header), "-o", tmp]
+    cmd = [compiler(), *compile_flags(options), "-x", "c++-header", str(header), "-o", tmp]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         os.unlink(tmp)
@@ -149,10 +166,11 @@ def build(sources: Sources, options: Mapping[str, Any], cache_dir: Path) -> Link
         path.write_text(text)
         srcs.append(str(path))
     lib = cache_dir / f"{Path(next(iter(sources.files))).stem}.so"
-    pch = precompiled_header()
+    pch = precompiled_header(options)
     # The precompiled header's directory comes first so `#include <tilefoundry/runtime.h>` finds the .gch.
     pch_flags = [f"-I{pch}"] if pch is not None else []
-    cmd = [compiler(), *pch_flags, *compile_flags(), "-shared", *srcs, "-o", str(lib), *tvm_ffi_flags()[1]]
+    flags = compile_flags(options)
+    cmd = [compiler(), *pch_flags, *flags, "-shared", *srcs, "-o", str(lib), *tvm_ffi_flags()[1]]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         head = "\n".join(done.stderr.splitlines()[:30])

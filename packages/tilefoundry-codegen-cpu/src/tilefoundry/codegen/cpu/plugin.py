@@ -1,7 +1,8 @@
 """Hooks of the cpu target: catalog and probe from the host's facts; codegen and builder.
 
 Compile options read here: "isa" ("avx512", "avx2", "sse2", "neon") describes a narrower
-vector ISA than the host's widest.
+vector ISA than the host's widest; "vector_math" (default True: glibc's libmvec, <= 4 ulp;
+False: scalar glibc math, <= 1 ulp, not vectorized) is checked with the catalog, before planning.
 """
 
 from collections.abc import Mapping
@@ -22,6 +23,7 @@ def tilefoundry_target_name() -> str:
 
 @hookimpl
 def tilefoundry_target_catalog(options: Mapping[str, Any]) -> TargetCatalog:
+    build.option_flags(options)
     return host_catalog(host_facts(), options.get("isa"))
 
 
