@@ -42,6 +42,11 @@ struct Mesh {
                 "(trailing axes are taken greedily, last level first)");
   static_assert(grouping.error != detail::MeshGroupingError::unassigned_axes,
                 "Mesh: leading mesh axes are left over after every topology level took its axes");
+  static_assert(detail::groups_number_ids_once<rank, levels>(
+                    grouping, detail::static_leaves<shape_type>(cute::make_seq<rank>{}).v,
+                    detail::static_leaves<stride_type>(cute::make_seq<rank>{}).v, {topology_extent<Topos>::value...}),
+                "Mesh: each topology level's axes must number its ids one to one (a compact sub-layout, "
+                "e.g. (8,32):(32,1) for 256 threads)");
 
   /// The level at position I of the topologies list.
   template <int I>

@@ -76,6 +76,30 @@ constexpr MeshGrouping<Rank, Levels> group_mesh_axes(int const (&extents)[Rank >
   return g;
 }
 
+/// True when every static level's axes [begin, end), as extents:strides, map [0, size) one to
+/// one onto [0, size) (a compact sub-layout), so idx2crd recovers the coordinates. Levels with
+/// a run-time size, extent or stride are not checked here.
+template <int Rank, int Levels>
+constexpr bool groups_number_ids_once(MeshGrouping<Rank, Levels> const& g, int const (&extents)[Rank > 0 ? Rank : 1],
+                                      int const (&strides)[Rank > 0 ? Rank : 1], int const (&sizes)[Levels]) {
+  for (int t = 0; t < Levels; ++t) {
+    bool known = sizes[t] > 0;
+    for (int a = g.begin[t]; a < g.end[t]; ++a) known = known && extents[a] > 0 && (extents[a] == 1 || strides[a] > 0);
+    if (!known) continue;
+    long long covered = 1;
+    for (int step = g.begin[t]; step < g.end[t]; ++step) {
+      int next = -1;  // the axis whose stride continues the covered range
+      for (int a = g.begin[t]; a < g.end[t]; ++a) {
+        if (extents[a] > 1 && strides[a] == covered) next = a;
+      }
+      if (next < 0) break;
+      covered *= extents[next];
+    }
+    if (covered != sizes[t]) return false;
+  }
+  return true;
+}
+
 /// Compile-time value of leaf I of a flat IntTuple: N for Int<N>, 0 for a run-time int.
 template <class Flat, int I>
 constexpr int static_leaf() {
