@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Union
 
 
 class _Arith:
@@ -86,7 +85,7 @@ class DivModAtom:
         return f"({inner} {self.kind} {self.k})"
 
 
-Atom = Union[DimVar, DivModAtom]
+Atom = DimVar | DivModAtom
 Monomial = tuple  # sorted tuple of Atoms
 # A polynomial: {monomial: coefficient}; the empty monomial holds the constant.
 _Poly = dict
@@ -102,7 +101,7 @@ class DimExpr(_Arith):
         return format_dim(self)
 
 
-Dim = Union[int, DimVar, DimExpr]
+Dim = int | DimVar | DimExpr
 
 
 def _key(atom: Atom) -> str:

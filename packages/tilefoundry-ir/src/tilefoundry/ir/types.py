@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from .dims import Dim, DimVar, DimExpr, dims_equal, format_dim
+from .dims import Dim, DimExpr, DimVar, dims_equal, format_dim
 from .dtypes import DType, dtype_of
 
 
@@ -69,7 +69,9 @@ class TensorType:
 
     def same_shape(self, other: TensorType) -> bool:
         """Shapes equal after canonicalizing each extent."""
-        return self.rank == other.rank and all(dims_equal(a, b) for a, b in zip(self.shape, other.shape))
+        if self.rank != other.rank:
+            return False
+        return all(dims_equal(a, b) for a, b in zip(self.shape, other.shape, strict=True))
 
     def __str__(self) -> str:
         dims = ", ".join(format_dim(d) for d in self.shape)
