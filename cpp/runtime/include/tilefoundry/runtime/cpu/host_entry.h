@@ -14,6 +14,7 @@
 #include <tvm/ffi/error.h>
 #include <tvm/ffi/function.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +23,10 @@
 #include <memory>
 #include <string>
 #include <utility>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 // glibc's libmvec carries vector variants of these (SSE/AVX2/AVX-512, <= 4 ulp, no fast-math
 // shortcuts); declaring them `simd` lets g++ call them from `#pragma omp simd` lane loops.
@@ -227,6 +232,17 @@ struct Entry {
     return pa < pb + nb && pb < pa + na;
   }
 };
+
+// Iterations per dynamically scheduled chunk of a worker loop: about 8 chunks per worker, so a
+// worker that starts late (its core busy with another process) leaves its share to the others
+// instead of holding the whole region.
+inline int64_t worker_chunk(int64_t iterations) {
+  int64_t workers = 1;
+#if defined(_OPENMP)
+  workers = omp_get_max_threads();
+#endif
+  return std::max<int64_t>(1, iterations / (8 * workers));
+}
 
 template <class T>
 inline T* data(const tvm::ffi::TensorView& t) {

@@ -4,7 +4,8 @@ The source includes only <tilefoundry/runtime.h> (built with -DTILEFOUNDRY_TARGE
 kernel is a static function over raw `__restrict__` pointers (outputs are checked noalias at the
 entry) and the module's dynamic extents. Bindings become:
 
-    worker  ->  #pragma omp parallel for collapse(n) schedule(static) if(work >= threshold)
+    worker  ->  #pragma omp parallel for collapse(n) schedule(dynamic, ~8 chunks per worker)
+                if(work >= threshold)
     vector  ->  packs of W lanes (`#pragma omp simd` over a lane loop, scalars lane-private),
                 then a scalar tail for the remainder
     vector reduce -> 4W, then W lane-private partial carries folded into the carry, then the tail
@@ -43,6 +44,7 @@ from tilefoundry.ir.tile.stmt import (
 
 from .atoms import atom_lines
 from .build import runtime_digest
+from .reuse import reuse_sum_terms
 
 NAME = "cpu"
 # Below this many iterations of a worker region, threads cost more than they save.
@@ -136,8 +138,12 @@ class _Body:
         work = " * ".join(f"({cx(c.extent)})" for c in chain)
         inner = _static_work(chain[-1].body)
         collapse = f" collapse({len(chain)})" if len(chain) > 1 else ""
+        chunk = f"worker_chunk({work})"
         out = _lines(
-            [f"#pragma omp parallel for{collapse} schedule(static) if({work} * {inner} >= {PARALLEL_WORK})"],
+            [
+                f"#pragma omp parallel for{collapse} schedule(dynamic, {chunk}) "
+                f"if({work} * {inner} >= {PARALLEL_WORK})"
+            ],
             ind,
         )
         for depth, c in enumerate(chain):
@@ -411,8 +417,13 @@ def emit_module(name: str, programs: tuple[Program, ...], headers: str = "") -> 
 
 
 def codegen(scheduled: Any, options: Mapping[str, Any]) -> Sources:
-    """The `tilefoundry_codegen` hook body: one `.cc` holding every function of the module."""
-    text = emit_module(scheduled.name, scheduled.programs, runtime_digest())
+    """The `tilefoundry_codegen` hook body: one `.cc` holding every function of the module.
+
+    Before emission each program goes through the cpu's own realization rewrite
+    (`reuse.reuse_sum_terms`); its decisions appear as comments above the kernels.
+    """
+    programs = tuple(reuse_sum_terms(p) for p in scheduled.programs)
+    text = emit_module(scheduled.name, programs, runtime_digest())
     return Sources(
         target=NAME, files={f"{scheduled.name}.cc": text}, entries=tuple(p.name for p in scheduled.programs)
     )
