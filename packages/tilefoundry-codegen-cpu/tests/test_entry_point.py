@@ -56,8 +56,12 @@ def test_avx512_host_lists_every_level_and_isa_caps_it():
     c = host_catalog(host)
     assert c.atom("cpu_avx512_f32x16").lanes == 16 and c.atom("cpu_avx2_f32x8").lanes == 8
     assert "avx512_bf16" in c.capabilities
+    gemm = c.atom("cpu_avx512_gemm_6x64_f32_rrr")
+    assert (gemm.m, gemm.n, gemm.a_dtype, gemm.b_major, gemm.a_storage) == (6, 64, "f32", "N", "gmem")
+    assert gemm.requires == ("avx512",) and c.atoms_of("mma") == (gemm,)
     capped = host_catalog(host, isa="avx2")
     assert capped.arch == "x86_64-avx2" and not any("avx512" in a.name for a in capped.atoms)
+    assert capped.atoms_of("mma") == ()
     with pytest.raises(ValueError, match=r"cpu: isa 'avx512' is not available here \(host supports: avx2, "
                                          r"sse2; known: avx512, avx2, sse2, neon\)"):
         host_catalog(AVX2_HOST, isa="avx512")
