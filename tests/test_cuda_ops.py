@@ -128,6 +128,15 @@ class Ops:
         return tf.attention(q, k, v, causal=True), tf.attention(q, k, v, scale=0.2)
 
     @func
+    def flash_f16(
+        q: Tensor[(1, 2, P, 128), f16],
+        k: Tensor[(1, 1, P, 128), f16],
+        v: Tensor[(1, 1, P, 128), f16],
+        n: Tensor[(1,), i32],
+    ):
+        return tf.attention(q, k, v, causal=True, kv_len=n)
+
+    @func
     def decode(
         q: Tensor[(2, 8, 1, 128), f32],
         kc: Tensor[(2, 2, S, 128), f32],
@@ -275,8 +284,23 @@ def test_gemm_atom_tiers_match_evaluator_on_gpu(linked) -> None:
 
 @pytest.mark.gpu
 def test_flash_attention_atom_matches_evaluator_on_gpu(linked) -> None:
-    """The flash atom (bf16, d 64, grouped-query) causal and full, over one and several key tiles."""
+    """The flash atom (bf16, d 64, grouped-query) causal and full: SIMT at one row, tensor cores past 32."""
     _run(linked, "flash", (1, 45, 299))
+
+
+@pytest.mark.gpu
+def test_tensor_core_flash_with_kv_len_matches_evaluator_on_gpu(linked) -> None:
+    """f16, head dim 128, causal with a cache prefix: the tensor-core tier (and SIMT below 32 rows)."""
+
+    def make(n: int, gen: torch.Generator) -> tuple:
+        return (
+            torch.randn(1, 2, n, 128, generator=gen).to(torch.float16).cuda(),
+            torch.randn(1, 1, n, 128, generator=gen).to(torch.float16).cuda(),
+            torch.randn(1, 1, n, 128, generator=gen).to(torch.float16).cuda(),
+            torch.tensor([max(n - 5, 0)], dtype=torch.int32).cuda(),
+        )
+
+    _run(linked, "flash_f16", (1, 31, 64, 200), make)
 
 
 @pytest.mark.gpu

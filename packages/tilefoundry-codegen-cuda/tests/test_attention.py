@@ -9,7 +9,7 @@ import pytest
 from tilefoundry.codegen.cuda.attention import atom_blocker, match_attention
 from tilefoundry.codegen.cuda.catalog import arch_catalog
 from tilefoundry.codegen.cuda.realize import realize_kernel
-from tilefoundry.dsl import DimVar, Tensor, bf16, f32, func, i32, tf
+from tilefoundry.dsl import DimVar, Tensor, bf16, f32, func, i32, i64, tf
 from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.tile.expr import Const, Var
 from tilefoundry.ir.tile.stmt import Assign, For, Seq, map_stmt
@@ -33,6 +33,16 @@ def cached(
 
 
 @func
+def cached_i64(
+    q: Tensor[(1, 4, 1, 128), f32],
+    k: Tensor[(1, 4, P, 128), f32],
+    v: Tensor[(1, 4, P, 128), f32],
+    n: Tensor[(1,), i64],
+):
+    return tf.attention(q, k, v, causal=True, kv_len=n)
+
+
+@func
 def small(q: Tensor[(1, 2, P, 8), f32], k: Tensor[(1, 2, P, 8), f32], v: Tensor[(1, 2, P, 8), f32]):
     return tf.attention(q, k, v)
 
@@ -49,6 +59,8 @@ def test_lowered_attention_is_proved_with_its_facts(sched) -> None:
     assert region.scale == pytest.approx(64**-0.5)
     cached_region = match_attention(_kernel(sched, cached))
     assert (cached_region.causal, cached_region.scale, cached_region.kv_len.name) == (False, 0.25, "n")
+    wide_region = match_attention(_kernel(sched, cached_i64))
+    assert wide_region.kv_len.name == "n" and wide_region.causal
 
 
 def test_a_changed_body_is_not_attention(sched) -> None:

@@ -230,7 +230,7 @@ def _match(k: Kernel) -> AttentionRegion:
     )
     length = let_len.value  # type: ignore[union-attr]
     kv_len = None
-    if isinstance(length, Cast):
+    if isinstance(length, (Cast, Load)):  # an i64 kv_len is read without a cast
         ld = _load_of(length)
         kv_len = ld.buffer
         b = Var(chain[0].var)

@@ -13,6 +13,9 @@
 // is consumed; slot(t) = t % 2. Stages == 1 keeps the ordered load-then-compute loop.
 // Split-KV (decode, few CTAs, long caches): blockIdx.y takes one chunk of keys; the partial
 // (m, l, acc) of each chunk goes to a workspace and a second kernel merges them in chunk order.
+// Tiers, chosen at the call: 16-bit prefill (Sq >= 32, head dim 64 or 128, aligned) runs on
+// tensor cores (flash_mma_kernel below); everything else (decode, f32, other head dims) on the
+// CUDA-core kernel above, which keeps f32 exact (no TF32).
 #pragma once
 
 #include <atomic>
@@ -230,6 +233,212 @@ __global__ void attention_merge(float const* __restrict__ ws, T* __restrict__ ou
 inline constexpr int kAttnTargetCtas = 264;
 inline constexpr int64_t kAttnMinChunk = 256;
 
+// ---------------------------------------------------------------- tensor-core tier (prefill)
+//
+// 16-bit q, k, v with head dim 64 or 128: FlashAttention-2's schedule on mma.sync m16n8k16.
+// CTA: 64 query rows of one (batch, head), 4 warps of 16 rows. Per 64-key tile: S = Q Kᵀ from Q
+// fragments held in registers and K through ldmatrix, the online softmax on S's accumulator
+// fragments (a row's values live in one quad of lanes), P rounded to the input type and reused
+// in place as the A fragments of O += P V (V through ldmatrix.trans). K/V tiles are
+// double-buffered with cp.async (two-window prefetch).
+//   qs (64, D + 8)   ks[2] (64, D + 8)   vs[2] (64, D + 8)   smem, rows padded 16 B
+
+inline constexpr int kFlashRows = 64;
+inline constexpr int kFlashKeys = 64;
+inline constexpr int kFlashMinRows = 32;  // fewer query rows than this take the SIMT tier
+
+template <class T, int D>
+struct FlashShape {
+  static constexpr int kPitch = D + 8;
+  static constexpr size_t kSmemBytes = static_cast<size_t>(kFlashRows + 4 * kFlashKeys) * kPitch * sizeof(T);
+};
+
+/// Two floats as one register of two 16-bit values, the first in the low half (mma operand order).
+template <class T>
+__device__ inline uint32_t pack_pair(float lo, float hi) {
+  return static_cast<uint32_t>(T(lo).raw()) | (static_cast<uint32_t>(T(hi).raw()) << 16);
+}
+
+template <class T, class LenT, int D>
+__global__ void __launch_bounds__(128) flash_mma_kernel(AttentionArgs<T, LenT> a) {
+  using S = FlashShape<T, D>;
+  constexpr int P = S::kPitch;
+  constexpr int chunks = D / 8;  // 16-byte chunks per row
+  extern __shared__ __align__(16) unsigned char flash_smem[];
+  T* qs = reinterpret_cast<T*>(flash_smem);
+  T* ks = qs + kFlashRows * P;
+  T* vs = ks + 2 * kFlashKeys * P;
+  int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int const g = lane / 4, tg = lane % 4;
+  int64_t const bh = blockIdx.y;  // b * heads + h
+  int64_t const b = bh / a.heads, h = bh % a.heads;
+  int64_t const hk = h / (a.heads / a.kv_heads);
+  int64_t const i0 = static_cast<int64_t>(blockIdx.x) * kFlashRows;
+  int64_t const len = kv_length(a.kv_len, a.kv_len_per_batch, b, a.skv);
+  int64_t const i_last = (i0 + kFlashRows < a.sq ? i0 + kFlashRows : a.sq) - 1;
+  int64_t key_end = a.causal ? (len < i_last + len - a.sq + 1 ? len : i_last + len - a.sq + 1) : len;
+  key_end = key_end > 0 ? key_end : 0;  // every key any row of the block sees is below this
+  T const* q = a.q + bh * a.sq * D;
+  T const* k = a.k + (b * a.kv_heads + hk) * a.skv * D;
+  T const* v = a.v + (b * a.kv_heads + hk) * a.skv * D;
+
+  for (int c = threadIdx.x; c < kFlashRows * chunks; c += 128) {
+    int const r = c / chunks, col = (c % chunks) * 8;
+    bool const ok = i0 + r < a.sq;
+    cp_async_16(qs + r * P + col, ok ? q + (i0 + r) * D + col : q, ok);
+  }
+  auto load_kv = [&](int stage, int64_t t0) {
+    for (int c = threadIdx.x; c < kFlashKeys * chunks; c += 128) {
+      int const r = c / chunks, col = (c % chunks) * 8;
+      bool const ok = t0 + r < key_end;  // keys past every row's view read as 0 (and are masked)
+      cp_async_16(ks + (stage * kFlashKeys + r) * P + col, ok ? k + (t0 + r) * D + col : k, ok);
+      cp_async_16(vs + (stage * kFlashKeys + r) * P + col, ok ? v + (t0 + r) * D + col : v, ok);
+    }
+  };
+  int64_t const tiles = (key_end + kFlashKeys - 1) / kFlashKeys;
+  if (tiles > 0) load_kv(0, 0);
+  cp_async_commit();  // one group: the Q tile and K/V tile 0
+
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  uint32_t qf[D / 16][4];
+  float o[D / 8][4] = {};
+  float m[2] = {kNegInf, kNegInf};  // rows g and g + 8 of this warp's 16
+  float l[2] = {0.0f, 0.0f};
+  int64_t const row0 = i0 + warp * 16 + g;
+  for (int64_t t = 0; t < tiles; ++t) {
+    int const stage = static_cast<int>(t % 2);
+    if (t + 1 < tiles) load_kv(stage ^ 1, (t + 1) * kFlashKeys);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    if (t == 0) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], qs + (warp * 16 + lane % 16) * P + kk * 16 + (lane / 16) * 8);
+    }
+    T const* kt = ks + stage * kFlashKeys * P;
+    T const* vt = vs + stage * kFlashKeys * P;
+    float s[kFlashKeys / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int j = 0; j < kFlashKeys / 8; ++j) {
+        uint32_t kf[2];
+        ldmatrix_x2(kf, kt + (j * 8 + lane % 8) * P + kk * 16 + ((lane / 8) % 2) * 8);
+        mma_16816<T>(s[j], qf[kk], kf);
+      }
+    }
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int j = 0; j < kFlashKeys / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int const hr = e / 2;
+        int64_t const row = row0 + hr * 8;
+        int64_t const key = t * kFlashKeys + j * 8 + tg * 2 + e % 2;
+        int64_t const visible = a.causal ? (len < row + len - a.sq + 1 ? len : row + len - a.sq + 1) : len;
+        float const val = (key < visible && row < a.sq) ? s[j][e] * a.scale : kNegInf;
+        s[j][e] = val;
+        mx[hr] = max_nan(mx[hr], val);
+      }
+    }
+    float c[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {  // a row's 64 scores sit in the 4 lanes of one quad
+      mx[hr] = max_nan(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+      mx[hr] = max_nan(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+      c[hr] = mx[hr] == kNegInf ? 1.0f : ::expf(m[hr] - mx[hr]);
+    }
+#pragma unroll
+    for (int j = 0; j < kFlashKeys / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int const hr = e / 2;
+        float const p = mx[hr] == kNegInf ? 0.0f : ::expf(s[j][e] - mx[hr]);
+        s[j][e] = p;
+        sum[hr] = sum[hr] + p;
+      }
+    }
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      sum[hr] = sum[hr] + __shfl_xor_sync(0xffffffffu, sum[hr], 1);
+      sum[hr] = sum[hr] + __shfl_xor_sync(0xffffffffu, sum[hr], 2);
+      l[hr] = l[hr] * c[hr] + sum[hr];
+      m[hr] = mx[hr];
+    }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      o[n][0] = o[n][0] * c[0];
+      o[n][1] = o[n][1] * c[0];
+      o[n][2] = o[n][2] * c[1];
+      o[n][3] = o[n][3] * c[1];
+    }
+#pragma unroll
+    for (int kk = 0; kk < kFlashKeys / 16; ++kk) {
+      // S tiles 2kk and 2kk+1 (keys 16kk .. 16kk+15) become the A fragment of P: rows g / g+8.
+      uint32_t const pf[4] = {pack_pair<T>(s[2 * kk][0], s[2 * kk][1]), pack_pair<T>(s[2 * kk][2], s[2 * kk][3]),
+                              pack_pair<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              pack_pair<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        uint32_t vf[2];
+        ldmatrix_x2_trans(vf, vt + (kk * 16 + lane % 16) * P + n * 8);
+        mma_16816<T>(o[n], pf, vf);
+      }
+    }
+    __syncthreads();  // the stage is refilled by the next prefetch
+  }
+  cp_async_wait<0>();
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    int64_t const row = row0 + hr * 8;
+    if (row >= a.sq) continue;
+    float const inv = l[hr] > 0.0f ? 1.0f / l[hr] : 0.0f;
+    T* out = a.out + (bh * a.sq + row) * D;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      out[n * 8 + tg * 2] = T(o[n][2 * hr] * inv);
+      out[n * 8 + tg * 2 + 1] = T(o[n][2 * hr + 1] * inv);
+    }
+  }
+}
+
+/// True when the tensor-core tier takes the call: 16-bit, head dim 64 or 128, enough query rows,
+/// 16-byte aligned q, k, v (cp.async).
+template <int D, class T, class LenT>
+inline bool flash_mma_fits(AttentionArgs<T, LenT> const& a) {
+  auto is16 = [](void const* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  if constexpr (is_half_v<T> && (D == 64 || D == 128)) {
+    return a.sq >= kFlashMinRows && is16(a.q) && is16(a.k) && is16(a.v);
+  } else {
+    return false;
+  }
+}
+
+template <int D, class T, class LenT>
+inline cudaError_t flash_mma(AttentionArgs<T, LenT> const& a, cudaStream_t stream) {
+  if constexpr (is_half_v<T> && (D == 64 || D == 128)) {
+    auto kernel = flash_mma_kernel<T, LenT, D>;
+    constexpr size_t smem = FlashShape<T, D>::kSmemBytes;
+    static std::atomic<unsigned long long> raised{0};
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+    unsigned long long const bit = 1ull << (device % 64);
+    if (smem > 48 * 1024 && !(raised.load() & bit)) {
+      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      if (err != cudaSuccess) return err;
+      raised.fetch_or(bit);
+    }
+    dim3 grid(static_cast<unsigned>((a.sq + kFlashRows - 1) / kFlashRows), static_cast<unsigned>(a.batch * a.heads));
+    kernel<<<grid, 128, smem, stream>>>(a);
+    return cudaGetLastError();
+  } else {
+    (void)a;
+    (void)stream;
+    return cudaErrorInvalidValue;
+  }
+}
+
 }  // namespace detail
 
 /// Key chunks per row block: split the keys across CTAs when the rows alone leave the device idle.
@@ -245,6 +454,9 @@ inline int attention_splits(AttentionArgs<T, LenT> const& a) {
 
 template <class T, class LenT>
 inline size_t attention_workspace_bytes(AttentionArgs<T, LenT> const& a, int head_dim) {
+  bool const tensor_cores = head_dim == 64 ? detail::flash_mma_fits<64>(a)
+                          : head_dim == 128 ? detail::flash_mma_fits<128>(a) : false;
+  if (tensor_cores) return 0;
   int const splits = attention_splits(a);
   return splits > 1 ? static_cast<size_t>(splits) * a.batch * a.heads * a.sq * (head_dim + 2) * sizeof(float) : 0;
 }
@@ -259,6 +471,7 @@ inline cudaError_t attention(AttentionArgs<T, LenT> const& a, void* workspace, c
   using S = detail::AttnShape<T, D>;
   int64_t const rows = a.batch * a.heads * a.sq;
   if (rows == 0) return cudaSuccess;
+  if (detail::flash_mma_fits<D>(a)) return detail::flash_mma<D>(a, stream);
   auto kernel = detail::attention_kernel<T, LenT, D, Stages>;
   constexpr size_t smem = S::template smem_bytes<Stages>();
   if constexpr (smem > 48 * 1024) {

@@ -64,7 +64,10 @@ template <class T>
 inline size_t gemm_workspace_bytes(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K) {
   switch (gemm_tier(A, B, C, batch, M, N, K)) {
 #if defined(TILEFOUNDRY_CUDA_GEMM_SM90)
-    case GemmTier::sm90: return detail::sm90_gemm_workspace_bytes(A, B, C, batch, M, N, K);
+    case GemmTier::sm90:
+      // NOTE: only 16-bit dtypes reach this tier; the guard keeps CUTLASS from building an f32 (TF32) kernel.
+      if constexpr (is_half_v<T>) return detail::sm90_gemm_workspace_bytes(A, B, C, batch, M, N, K);
+      return 0;
 #endif
     case GemmTier::skinny: return detail::skinny_workspace_bytes(batch, M, N, K);
     default: return 0;
@@ -78,7 +81,9 @@ inline cudaError_t gemm(T const* A, T const* B, T* C, int64_t batch, int64_t M, 
     case GemmTier::none: return cudaSuccess;
     case GemmTier::zero: return cudaMemsetAsync(C, 0, static_cast<size_t>(batch * M * N) * sizeof(T), stream);
 #if defined(TILEFOUNDRY_CUDA_GEMM_SM90)
-    case GemmTier::sm90: return detail::gemm_sm90(A, B, C, batch, M, N, K, workspace, stream);
+    case GemmTier::sm90:
+      if constexpr (is_half_v<T>) return detail::gemm_sm90(A, B, C, batch, M, N, K, workspace, stream);
+      break;
 #endif
     case GemmTier::skinny:
       if constexpr (is_half_v<T>) return detail::gemm_skinny(A, B, C, batch, M, N, K, static_cast<float*>(workspace), stream);

@@ -94,6 +94,16 @@ __device__ inline void ldmatrix_x4(uint32_t (&r)[4], void const* row_addr) {
 #endif
 }
 
+/// B fragment (16 k x 8 n) from K-major smem (rows are n): two 8x8 matrices (k 0-7 | 8-15), each lane
+/// holding the k-pairs (2t, 2t+1) of row g.
+__device__ inline void ldmatrix_x2(uint32_t (&r)[2], void const* row_addr) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_addr(row_addr)));
+#endif
+}
+
 /// B fragment (16 k x 8 n) from N-major smem: two 8x8 matrices (k 0-7 | 8-15), transposed so each
 /// lane holds the k-pairs (2t, 2t+1) of column g.
 __device__ inline void ldmatrix_x2_trans(uint32_t (&r)[2], void const* row_addr) {
