@@ -8,7 +8,7 @@ import pytest
 
 from tilefoundry.codegen.cuda.catalog import arch_catalog
 from tilefoundry.codegen.cuda.realize import STATIC_SMEM_BYTES, realize_kernel
-from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, tf
+from tilefoundry.dsl import ConstTensor, DimVar, Mesh, Tensor, Topology, bf16, f32, func, tf
 from tilefoundry.ir.errors import PlanError
 
 T = DimVar("T", 1, 65)
@@ -94,8 +94,10 @@ def test_shared_memory_budget_over_keeps_the_ordered_path(sched, monkeypatch) ->
     monkeypatch.setattr("tilefoundry.codegen.cuda.realize.STATIC_SMEM_BYTES", 64)
     (r,) = realize_kernel(p.name, kernel, CATALOG, {"attention": "loop"})
     assert r.kind == "grid"
-    assert any("rows refused: group scratch needs 128 B of shared memory, over the 64 B static budget" in d
-               for d in kernel.decisions)
+    assert any(
+        "rows refused: group scratch needs 128 B of shared memory, over the 64 B static budget" in d
+        for d in kernel.decisions
+    )
     assert STATIC_SMEM_BYTES == 48 * 1024
 
 
@@ -132,3 +134,32 @@ def test_realization_decisions_are_recorded_on_the_kernel(sched) -> None:
     assert "cuda: flat grid over i0, i1, one thread per instance, body in order" in decisions
     assert any(d.startswith("cuda: 16-byte packs of 4 along i1") for d in decisions)
     assert dataclasses.is_dataclass(_realize(sched(sums))[0])
+
+
+def _placed(*topologies: tuple[str, int]):
+    mesh = Mesh(tuple(Topology(n, s) for n, s in topologies), tuple(s for _, s in topologies))
+
+    @func
+    def placed(x: Tensor[(T, 8), f32]):
+        with mesh:
+            y = x + 1.0
+        return y
+
+    return placed
+
+
+def test_mesh_scope_the_catalog_lacks_fails_closed(cuda_source) -> None:
+    """seed 003: a Mesh scope on a level the cuda catalog has no axis for is refused by planning, by name."""
+    with pytest.raises(
+        PlanError,
+        match=r"cuda: kernel k0_add .*explicit placement on 'thread' refused: the "
+        r"target's execution axes are cluster, cta, warp, lane",
+    ):
+        cuda_source(_placed(("cta", 4), ("thread", 128)))
+
+
+def test_mesh_scope_on_warp_fails_closed_and_on_cta_compiles(cuda_source) -> None:
+    """A warp placement the realization cannot factor is refused; a cta placement is the grid itself."""
+    with pytest.raises(PlanError, match=r"explicit placement on 'warp' refused"):
+        cuda_source(_placed(("warp", 4)))
+    assert "placed__k0_add<<<" in cuda_source(_placed(("cta", 4)))
