@@ -4,13 +4,15 @@ The binding pass put a kernel's outer independent loops on the `cta` axis (the i
 loops). The realizers below are tried in order; the first whose proof holds on the final body
 wins, and every refusal is recorded with its reason (`Kernel.decisions`, printed in the source):
 
-    atom     the body is an AtomCall (a proved whole region, e.g. a GEMM)        -> atoms.py
-    check    data-dependent index validation: one thread per checked element
-    rows     instance body with a loop the lanes can share (a parallel loop, or a
-             reduction that may be reassociated): a warp per instance when the
-             shared extents are small, else a CTA; scratch in shared memory
-    grid     everything else: one thread per instance, the body serial in order;
-             16-byte packs along the innermost instance axis when proved (vector.py)
+    atom       the body is an AtomCall (a proved whole region, e.g. a GEMM)      -> atoms.py
+    attention  the body is exactly the attention nest over buffers (attention.py): the
+               flash atom, its K/V stages sized against the catalog's shared memory
+    check      data-dependent index validation: one thread per checked element
+    rows       instance body with a loop the lanes can share (a parallel loop, or a
+               reduction that may be reassociated): a warp per instance when the
+               shared extents are small, else a CTA; scratch in shared memory
+    grid       everything else: one thread per instance, the body serial in order;
+               16-byte packs along the innermost instance axis when proved (vector.py)
 
 An explicit placement (the author's Mesh scope) the realization cannot honor fails closed.
 """
