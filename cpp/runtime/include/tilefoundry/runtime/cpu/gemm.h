@@ -34,6 +34,10 @@ namespace detail {
 constexpr int kGemmMR = 6;         // rows of a micro-tile: 6 x 4 accumulators + 4 B vectors + 1 broadcast
 constexpr int kGemmNR = 64;        // columns of a micro-tile: 4 zmm of 16 f32
 constexpr int64_t kGemmKC = 256;   // K block: a 64-column B panel of KC rows is 64 KiB, streamed via L1/L2
+// K block when B is read in place (few rows): each tile then reads KC rows of 256 bytes, 16 KiB
+// apart; short blocks keep those rows few enough for the hardware prefetchers to follow.
+constexpr int64_t kGemmKCInPlace = 16;
+constexpr int64_t kGemmNCInPlace = 256;  // columns of one dynamically scheduled in-place task
 constexpr int64_t kGemmMC = 96;    // M block: 16 slivers sweep one B panel while it is hot
 constexpr int64_t kGemmNC = 1024;  // N block: the B columns a worker packs at once (1 MiB at KC)
 // B is packed only when enough A slivers reuse each panel; below this many rows it is read in place.
@@ -77,6 +81,10 @@ inline void gemm_f32_tile(int64_t kc, const float* __restrict__ a, const float* 
   TILEFOUNDRY_GEMM_ROW(3) TILEFOUNDRY_GEMM_ROW(4) TILEFOUNDRY_GEMM_ROW(5)
   for (int64_t p = 0; p < kc; ++p) {
     const float* bp = b + p * ldb;
+    if (ldb != kGemmNR) {  // B read in place: fetch the same columns kc rows ahead (next K block)
+      const char* ahead = reinterpret_cast<const char*>(bp + kc * ldb);
+      for (int line = 0; line < 4; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_T0);
+    }
     const __m512 b0 = _mm512_maskz_loadu_ps(m[0], bp), b1 = _mm512_maskz_loadu_ps(m[1], bp + 16);
     const __m512 b2 = _mm512_maskz_loadu_ps(m[2], bp + 32), b3 = _mm512_maskz_loadu_ps(m[3], bp + 48);
     const float* ap = a + p * kGemmMR;
@@ -142,12 +150,12 @@ inline GemmShare gemm_share(int t, int workers, int64_t m, int64_t n) {
 
 // Rows [r0, r1) x columns [c0, c1) of C (m,n) = A . B, reading A packed by K block:
 // apack + pc * padded_m + (row) * kc.  `bpack` holds (kc, kGemmNC) for this worker.
-inline void gemm_f32_share(const float* b, float* c, int64_t m_pad, int64_t n, int64_t k, const float* apack,
-                           const GemmShare& sh, float* bpack, bool pack_b) {
+inline void gemm_f32_share(const float* b, float* c, int64_t m_pad, int64_t n, int64_t k, int64_t kb,
+                           const float* apack, const GemmShare& sh, float* bpack, bool pack_b) {
   for (int64_t nc0 = sh.c0; nc0 < sh.c1; nc0 += kGemmNC) {
     const int64_t nc1 = std::min(sh.c1, nc0 + kGemmNC);
-    for (int64_t pc = 0; pc < k; pc += kGemmKC) {
-      const int64_t kc = std::min(kGemmKC, k - pc);
+    for (int64_t pc = 0; pc < k; pc += kb) {
+      const int64_t kc = std::min(kb, k - pc);
       if (pack_b) {
         for (int64_t j0 = nc0; j0 < nc1; j0 += kGemmNR) {
           gemm_pack_b_panel(b + pc * n + j0, n, kc, std::min<int64_t>(kGemmNR, nc1 - j0),
@@ -171,32 +179,43 @@ inline void gemm_f32_share(const float* b, float* c, int64_t m_pad, int64_t n, i
   }
 }
 
-// One GEMM (no batch) of at most kGemmRowsMax rows: A packed once (every K block) by the team,
-// one barrier, then each worker computes its own rectangle of C, packing its own B panels.
+// One GEMM (no batch) of at most the chunk's rows: A packed once (every K block) by the team, one
+// barrier; then, when B is packed, each worker computes its own rectangle of C, packing its own
+// B panels; when B is read in place, 256-column blocks are taken dynamically.
 inline void gemm_f32_one(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
                          float* apack, bool parallel) {
   const int64_t m_pad = (m + kGemmMR - 1) / kGemmMR * kGemmMR;
   const int64_t slivers = m_pad / kGemmMR;
-  const int64_t kblocks = (k + kGemmKC - 1) / kGemmKC;
   const bool pack_b = m >= kGemmPackBRows;
+  const int64_t kb = pack_b ? kGemmKC : kGemmKCInPlace;
+  const int64_t kblocks = (k + kb - 1) / kb;
 #pragma omp parallel if (parallel)
   {
 #pragma omp for collapse(2) schedule(static)
     for (int64_t pb = 0; pb < kblocks; ++pb) {
       for (int64_t s = 0; s < slivers; ++s) {
-        const int64_t pc = pb * kGemmKC, kc = std::min(kGemmKC, k - pc);
+        const int64_t pc = pb * kb, kc = std::min(kb, k - pc);
         gemm_pack_a(a + s * kGemmMR * k + pc, k, std::min<int64_t>(kGemmMR, m - s * kGemmMR), kc,
                     apack + pc * m_pad + s * kGemmMR * kc);
       }
     }
-    int t = 0, workers = 1;
+    if (pack_b) {
+      int t = 0, workers = 1;
 #if defined(_OPENMP)
-    t = omp_get_thread_num();
-    workers = omp_get_num_threads();
+      t = omp_get_thread_num();
+      workers = omp_get_num_threads();
 #endif
-    const GemmShare sh = gemm_share(t, workers, m, n);
-    AlignedFloats bpack(pack_b ? kGemmKC * kGemmNC : 0);
-    gemm_f32_share(b, c, m_pad, n, k, apack, sh, bpack.ptr, pack_b);
+      AlignedFloats bpack(kGemmKC * kGemmNC);
+      gemm_f32_share(b, c, m_pad, n, k, kb, apack, gemm_share(t, workers, m, n), bpack.ptr, true);
+    } else {
+      // B read in place: memory-bound, so column blocks go dynamically to whichever worker is free.
+      const int64_t blocks = (n + kGemmNCInPlace - 1) / kGemmNCInPlace;
+#pragma omp for schedule(dynamic)
+      for (int64_t j = 0; j < blocks; ++j) {
+        const GemmShare sh{0, m, j * kGemmNCInPlace, std::min(n, (j + 1) * kGemmNCInPlace)};
+        gemm_f32_share(b, c, m_pad, n, k, kb, apack, sh, nullptr, false);
+      }
+    }
   }
 }
 
