@@ -4,9 +4,21 @@
     tilefoundry generate CKPT_DIR --prompt-ids 1,2,3 --max-new-tokens 16 --target torch --json
 
 Prints the continuation, decoded when the checkpoint has a tokenizer.json (token ids otherwise),
-and a tokens/s line on stderr; with --json, one object {"tokens", "tokens_per_s", "compile_s",
-"target"}. Greedy unless --temperature, --top-k or --top-p asks for sampling (seeded by --seed).
-The target defaults to cuda where it runs, else the compiled cpu target.
+and a tokens/s line on stderr; with --json, one object:
+
+    {"tokens": [...], "target": "cuda", "context": 512, "compile_s": ...,
+     "tokens_per_s": ...,          # the whole run: prompt, decode, graph warm-up and capture
+     "prefill_s": ..., "decode_s": ...,
+     "decode_tokens_per_s": ...,   # the tokens after the first, over decode_s (graph warm-up and
+                                   # capture included; capture_s says how much of it capture took)
+     "replay_tokens_per_s": ...,   # the steady rate of graph replays (null without them)
+     "cuda_graph": true, "cuda_graph_refusal": null, "capture_s": ...}
+
+Greedy unless --temperature, --top-k or --top-p asks for sampling (seeded by --seed). The target
+defaults to cuda where it runs, else the compiled cpu target. The KV cache holds the prompt plus
+--max-new-tokens positions, rounded up to a multiple of CONTEXT_MULTIPLE within the model's
+context, so nearby lengths share one compiled model. On CUDA the decode steps replay a captured
+CUDA graph when they qualify (--cuda-graph insists, --no-cuda-graph runs them eagerly).
 """
 
 from __future__ import annotations
@@ -19,6 +31,9 @@ from typing import Any
 from .model_options import add_target_argument, fail
 
 HELP = "generate a continuation with a causal LM checkpoint (Llama, Qwen2, Qwen3)"
+
+# KV-cache lengths are rounded up to this many positions (a compiled model's shapes hold it).
+CONTEXT_MULTIPLE = 256
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +52,42 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-p", type=float, metavar="P", help="sample from the smallest set of mass P")
     parser.add_argument("--seed", type=int, metavar="S", help="seed the sampling, so a run repeats")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    graphs = parser.add_mutually_exclusive_group()
+    graphs.add_argument(
+        "--cuda-graph",
+        dest="cuda_graph",
+        action="store_true",
+        default=None,
+        help="replay the decode steps from a CUDA graph, or fail saying why not (default: when they qualify)",
+    )
+    graphs.add_argument(
+        "--no-cuda-graph",
+        dest="cuda_graph",
+        action="store_false",
+        default=None,
+        help="run every decode step eagerly",
+    )
+
+
+def cache_length(prompt_len: int, max_new_tokens: int, max_context: int) -> int:
+    """KV-cache positions for a run: prompt + new tokens, rounded up to CONTEXT_MULTIPLE, at most
+    `max_context`.
+
+    Raises:
+        ValueError: the prompt alone, or with the new tokens, exceeds `max_context`.
+    """
+    if prompt_len > max_context:
+        raise ValueError(
+            f"the prompt has {prompt_len} tokens, longer than the model's context of {max_context} positions"
+        )
+    needed = prompt_len + max_new_tokens
+    if needed > max_context:
+        raise ValueError(
+            f"the prompt's {prompt_len} tokens + --max-new-tokens {max_new_tokens} = {needed} positions "
+            f"exceed the model's context of {max_context}; ask for at most {max_context - prompt_len} new "
+            f"tokens"
+        )
+    return min(-(-needed // CONTEXT_MULTIPLE) * CONTEXT_MULTIPLE, max_context)
 
 
 def _sampling(args: argparse.Namespace) -> dict[str, Any]:
@@ -97,35 +148,62 @@ def run(args: argparse.Namespace) -> int:
         bad = [t for t in prompt if not 0 <= t < cfg.vocab_size]
         if bad:
             raise ValueError(f"prompt token id {bad[0]} is outside the vocabulary [0, {cfg.vocab_size})")
-        if len(prompt) > cfg.max_context:
-            raise ValueError(
-                f"the prompt has {len(prompt)} tokens, longer than the model's context of "
-                f"{cfg.max_context} positions"
-            )
-        context = len(prompt) + args.max_new_tokens
-        if context > cfg.max_context:
-            raise ValueError(
-                f"the prompt's {len(prompt)} tokens + --max-new-tokens {args.max_new_tokens} = {context} "
-                f"positions exceed the model's context of {cfg.max_context}; ask for at most "
-                f"{cfg.max_context - len(prompt)} new tokens"
-            )
+        context = cache_length(len(prompt), args.max_new_tokens, cfg.max_context)
         target = args.target or default_target()
         opened = open_model(args.ckpt_dir, target=target, context=context)
         ids = torch.tensor(prompt, dtype=torch.int64, device=opened.device)
         result = generate(
-            opened.model, ids, max_new_tokens=args.max_new_tokens, eos_token_id=cfg.eos_token_ids, **sampling
+            opened.model,
+            ids,
+            max_new_tokens=args.max_new_tokens,
+            eos_token_id=cfg.eos_token_ids,
+            cuda_graph=args.cuda_graph,
+            **sampling,
         )
     except (FileNotFoundError, ValueError, TileFoundryError) as err:
         return fail("generate", err)
     new = result.new_tokens.tolist()
     if args.json:
-        record = {"tokens": new, "tokens_per_s": result.tokens_per_s, "compile_s": opened.compile_s}
-        print(json.dumps({**record, "target": target}))
+        print(json.dumps(_record(result, target=target, context=context, compile_s=opened.compile_s)))
         return 0
     print(tokenizer.decode(new) if tokenizer is not None else " ".join(map(str, new)))
-    print(
-        f"{len(new)} tokens in {result.seconds:.2f} s ({result.tokens_per_s:.1f} tokens/s) on {target} "
-        f"({opened.device}); load and compile {opened.compile_s:.1f} s",
-        file=sys.stderr,
-    )
+    print(_summary(result, target=target, device=opened.device, compile_s=opened.compile_s), file=sys.stderr)
     return 0
+
+
+def _record(result: Any, *, target: str, context: int, compile_s: float) -> dict[str, Any]:
+    """The --json object: the tokens, the whole run's rate and the decode phase's apart."""
+    return {
+        "tokens": result.new_tokens.tolist(),
+        "tokens_per_s": result.tokens_per_s,
+        "decode_tokens_per_s": result.decode_tokens_per_s,
+        "replay_tokens_per_s": result.replay_tokens_per_s,
+        "seconds": result.seconds,
+        "prefill_s": result.prefill_seconds,
+        "decode_s": result.decode_seconds,
+        "compile_s": compile_s,
+        "target": target,
+        "context": context,
+        "cuda_graph": result.cuda_graph,
+        "cuda_graph_refusal": result.graph_refusal,
+        "capture_s": result.capture_seconds,
+    }
+
+
+def _summary(result: Any, *, target: str, device: Any, compile_s: float) -> str:
+    """The stderr line: tokens, time and rates, how the decode steps ran, load and compile time."""
+    n = result.new_tokens.numel()
+    decode = (
+        "" if result.decode_tokens_per_s is None else f"; decode {result.decode_tokens_per_s:.1f} tokens/s"
+    )
+    if result.cuda_graph:
+        steady = result.replay_tokens_per_s
+        how = ", CUDA graph" + (f" replays {steady:.1f} tokens/s" if steady is not None else "")
+    elif result.graph_refusal is not None and device.type == "cuda":
+        how = f", no CUDA graph: {result.graph_refusal}"
+    else:
+        how = ""
+    return (
+        f"{n} tokens in {result.seconds:.2f} s ({result.tokens_per_s:.1f} tokens/s) on {target} ({device})"
+        f"{decode}{how}; load and compile {compile_s:.1f} s"
+    )

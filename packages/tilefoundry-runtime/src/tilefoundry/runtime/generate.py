@@ -4,16 +4,22 @@ The loop drives any model with the causal-LM methods of seed 000 §1.1.2 — a `
 `@runtime_module` twin, a compiled twin — and never builds a model input itself:
 
     caches = model.init_caches(device=device)
-    for each step:                                       # prompt tokens first, one per step
-        inputs = model.prepare_inputs_for_generation(ids[: step + 1], step, caches, device=device)
+    prefill:  inputs = model.prepare_inputs(ids[:n], 0, caches, device=device)   # when offered
+      or, one prompt token per step:
+              inputs = model.prepare_inputs_for_generation(ids[: step + 1], step, caches, device=device)
+    each step:
         logits, *fresh = model(*inputs)                  # forward returns (logits, *state)
         caches = model.append_cache(caches, tuple(fresh))
         next token <- logits[-1] (greedy or sampled)
+        inputs = model.prepare_inputs_for_generation(ids[: step + 1], step, caches, device=device)
 
 `forward` returns a tuple whose first element is the logits (the last row over the vocabulary
 is the next-token distribution) and whose remaining elements are the state the step produced;
 those, as one tuple, are what `append_cache` receives beside the old caches. A model without
-`append_cache` takes the produced state as the new caches unchanged.
+`append_cache` takes the produced state as the new caches unchanged. A model that offers
+`prepare_inputs(ids, start, caches, device=)` for a chunk of tokens gets the whole prompt in one
+step; the decode steps go one token at a time, replayed from a CUDA graph when the model runs on
+a CUDA device and its steps qualify (graphs.py).
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ from typing import Any
 
 import torch
 
+from .graphs import DecodeGraph
+from .step import prepare, run_step
+
 
 @dataclass(frozen=True)
 class GenerationResult:
@@ -37,6 +46,16 @@ class GenerationResult:
         seconds: wall time of the whole loop (prompt steps and generation), device synchronized.
         tokens_per_s: generated tokens per second of `seconds`.
         finish_reason: "eos" (an end token was produced) or "length" (max_new_tokens reached).
+        prefill_seconds: from the start until the first new token was known (the prompt's steps).
+        decode_seconds: the rest of `seconds`: the decode steps, graph warm-up and capture included.
+        decode_tokens_per_s: tokens the decode steps produced (all but the first) per second of
+            `decode_seconds`; None when there was no decode step.
+        replay_tokens_per_s: the steady rate of graph replays: tokens produced after the first one
+            a replay produced, per second since it was known; None without two replayed tokens.
+        cuda_graph: whether decode steps were replayed from a captured CUDA graph.
+        graph_refusal: why decode steps were not (or stopped being) replayed; None when they were,
+            when there were too few steps to capture, or when cuda_graph=False.
+        capture_seconds: time spent capturing the graph (part of `decode_seconds`).
     """
 
     tokens: torch.Tensor
@@ -44,6 +63,13 @@ class GenerationResult:
     seconds: float
     tokens_per_s: float
     finish_reason: str
+    prefill_seconds: float
+    decode_seconds: float
+    decode_tokens_per_s: float | None
+    replay_tokens_per_s: float | None
+    cuda_graph: bool
+    graph_refusal: str | None
+    capture_seconds: float
 
     @property
     def new_tokens(self) -> torch.Tensor:
@@ -64,12 +90,15 @@ def generate(
     eos_token_id: int | Iterable[int] | None = None,
     device: torch.device | str | None = None,
     progress: bool | None = None,
+    prefill: bool | None = None,
+    cuda_graph: bool | None = None,
 ) -> GenerationResult:
     """Decode up to `max_new_tokens` tokens after the prompt `input_ids`.
 
     Args:
         model: anything with `init_caches(device=)`, `prepare_inputs_for_generation(ids, step,
-            caches, device=)`, a forward (`model(*inputs)`), and optionally `append_cache`.
+            caches, device=)`, a forward (`model(*inputs)`), and optionally `append_cache` and
+            `prepare_inputs(ids, start, caches, device=)` (inputs for a chunk of tokens).
         input_ids: the prompt, a 1-D tensor or a sequence of ints (at least one token).
         greedy: take the largest logit (first on ties); False samples.
         temperature, top_k, top_p: sampling controls (only with greedy=False), applied in that order.
@@ -78,11 +107,18 @@ def generate(
         device: where the ids live and the model is asked to place its inputs; defaults to
             `input_ids`' device (CPU for a sequence).
         progress: draw a progress bar on stderr; None draws one when stderr is a terminal.
+        prefill: run the whole prompt as one step through `prepare_inputs`; None does when the
+            model has it, False feeds the prompt one token per step.
+        cuda_graph: replay the decode steps from a captured CUDA graph (the first decode step is
+            the warm-up, the second is captured). None uses one when the device is CUDA and the
+            steps qualify, saying why not in `graph_refusal`; True raises when they do not.
 
     Raises:
         ValueError: an empty prompt or an out-of-range control, naming it.
-        AttributeError: the model lacks `init_caches` or `prepare_inputs_for_generation`.
-        RuntimeError: a model method mutated the token IDs or the caches it was given.
+        AttributeError: the model lacks `init_caches` or `prepare_inputs_for_generation`, or
+            `prepare_inputs` when prefill=True.
+        StepContractError: a model method mutated the token IDs or the caches it was given.
+        GraphRefused: cuda_graph=True and the decode steps cannot be replayed from a graph.
     """
     sampler = Sampler.make(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
@@ -95,6 +131,8 @@ def generate(
                 f"generate: {type(model).__name__} has no {method} method; a causal-LM model defines "
                 f"init_caches, prepare_inputs_for_generation and (optionally) append_cache"
             )
+    chunk = _chunk_builder(model, prefill)
+    decoder = None if cuda_graph is False else DecodeGraph(model, dev, explicit=bool(cuda_graph))
     eos = _eos_set(eos_token_id)
     n_prompt = prompt.numel()
     # The caller owns the token IDs: one buffer, filled as tokens arrive; the model sees views.
@@ -105,66 +143,96 @@ def generate(
     _sync(dev)
     start = time.perf_counter()
     caches = model.init_caches(device=dev)
-    logits = None
-    for step in range(n_prompt):
-        logits, caches = _step(model, ids, step, caches, dev)
+    if chunk is not None:
+        at = f"the prefill of steps 0-{n_prompt - 1}"
+        logits, caches = run_step(model, prepare(chunk, ids[:n_prompt], 0, caches, dev, at=at), caches, at=at)
+    else:
+        for step in range(n_prompt):
+            logits, caches = _eager_step(model, ids, step, caches, dev)
     produced, finish = 0, "length"
+    clock = _PhaseClock(start)
     while produced < max_new_tokens:
-        token = sampler.pick(logits)
+        token = sampler.pick(logits)  # waits for the step: the clock reads finished work
         ids[n_prompt + produced] = token
         produced += 1
+        clock.token(produced, replayed=decoder is not None and decoder.replays > 0)
         if bar is not None:
             bar.update(produced, time.perf_counter() - start)
         if token in eos:
             finish = "eos"
             break
         if produced < max_new_tokens:
-            logits, caches = _step(model, ids, n_prompt + produced - 1, caches, dev)
+            step = n_prompt + produced - 1
+            if decoder is not None:
+                logits, caches = decoder.step(ids, step, caches)
+            else:
+                logits, caches = _eager_step(model, ids, step, caches, dev)
     _sync(dev)
-    seconds = time.perf_counter() - start
+    end = time.perf_counter()
     if bar is not None:
-        bar.close(produced, seconds)
+        bar.close(produced, end - start)
     return GenerationResult(
         tokens=ids[: n_prompt + produced].clone(),
         prompt_len=n_prompt,
-        seconds=seconds,
-        tokens_per_s=produced / seconds if seconds > 0 else float("inf"),
+        seconds=end - start,
+        tokens_per_s=produced / (end - start) if end > start else float("inf"),
         finish_reason=finish,
+        prefill_seconds=clock.prefill_seconds(end),
+        decode_seconds=end - clock.first_at if clock.first_at is not None else 0.0,
+        decode_tokens_per_s=clock.rate_since(clock.first_at, 1, produced, end),
+        replay_tokens_per_s=clock.rate_since(clock.replay_at, clock.replay_from, produced, end),
+        cuda_graph=decoder is not None and decoder.replays > 0,
+        graph_refusal=decoder.refusal if decoder is not None else None,
+        capture_seconds=decoder.capture_s if decoder is not None else 0.0,
     )
 
 
-def _step(
+class _PhaseClock:
+    """When the first new token, and the first token a graph replay produced, were known."""
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self.first_at: float | None = None
+        self.replay_at: float | None = None
+        self.replay_from = 0
+
+    def token(self, produced: int, *, replayed: bool) -> None:
+        """Note that `produced` tokens are known; `replayed`: the last came from a graph replay."""
+        now = time.perf_counter()
+        if self.first_at is None:
+            self.first_at = now
+        if replayed and self.replay_at is None:
+            self.replay_at, self.replay_from = now, produced
+
+    def prefill_seconds(self, end: float) -> float:
+        return (self.first_at if self.first_at is not None else end) - self.start
+
+    @staticmethod
+    def rate_since(at: float | None, known: int, produced: int, end: float) -> float | None:
+        """Tokens produced after the `known` ones counted at time `at`, per second until `end`."""
+        if at is None or produced <= known or end <= at:
+            return None
+        return (produced - known) / (end - at)
+
+
+def _chunk_builder(model: Any, prefill: bool | None) -> Any:
+    """The model's `prepare_inputs` when the prompt goes in one step, else None."""
+    chunk = getattr(model, "prepare_inputs", None) if prefill is not False else None
+    if prefill and not callable(chunk):
+        raise AttributeError(
+            f"generate: prefill=True needs {type(model).__name__}.prepare_inputs(ids, start, caches, "
+            f"device=), the inputs of a chunk of tokens; it has none"
+        )
+    return chunk if callable(chunk) else None
+
+
+def _eager_step(
     model: Any, ids: torch.Tensor, step: int, caches: Any, dev: torch.device
 ) -> tuple[torch.Tensor, Any]:
-    """One forward at position `step`: returns the logits and the caches for the next step."""
-    before = ids._version
-    inputs = model.prepare_inputs_for_generation(ids[: step + 1], step, caches, device=dev)
-    if ids._version != before:
-        raise RuntimeError(
-            f"generate: prepare_inputs_for_generation mutated the token-ID view it was given at step "
-            f"{step}; it must read the view and build new tensors"
-        )
-    if not isinstance(inputs, tuple):
-        raise TypeError(
-            f"generate: prepare_inputs_for_generation must return the positional tuple of forward's "
-            f"inputs, got {type(inputs).__name__}"
-        )
-    state_versions = [(t, t._version) for t in _tensor_leaves(caches)]
-    result = model(*inputs)
-    touched = [i for i, (t, v) in enumerate(state_versions) if t._version != v]
-    if touched:
-        raise RuntimeError(
-            f"generate: forward mutated cache tensor(s) {touched} (flattened order) at step {step}; a step "
-            f"returns new state instead of writing into what it was given"
-        )
-    if not isinstance(result, tuple) or not result or not isinstance(result[0], torch.Tensor):
-        raise TypeError(
-            f"generate: forward must return (logits, *state) with logits a tensor, got "
-            f"{type(result).__name__}"
-        )
-    logits, fresh = result[0], tuple(result[1:])
-    append = getattr(model, "append_cache", None)
-    return logits, (append(caches, fresh) if callable(append) else fresh)
+    """One token at position `step`, run eagerly: the logits and the caches for the next step."""
+    at = f"step {step}"
+    inputs = prepare(model.prepare_inputs_for_generation, ids[: step + 1], step, caches, dev, at=at)
+    return run_step(model, inputs, caches, at=at)
 
 
 @dataclass(frozen=True)
@@ -251,16 +319,6 @@ def _eos_set(eos_token_id: int | Iterable[int] | None) -> frozenset[int]:
     if isinstance(eos_token_id, int):
         return frozenset((eos_token_id,))
     return frozenset(int(t) for t in eos_token_id)
-
-
-def _tensor_leaves(x: Any) -> list[torch.Tensor]:
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, (tuple, list)):
-        return [t for item in x for t in _tensor_leaves(item)]
-    if isinstance(x, dict):
-        return [t for item in x.values() for t in _tensor_leaves(item)]
-    return []
 
 
 def _sync(dev: torch.device) -> None:
