@@ -212,4 +212,6 @@ def _lower_attention(
 
         return loop_nest(ctx, (q.shape[0], hq, sq), element)
 
-    return Nest(build, "attention", checks=checks)
+    # q, k and v live in memory: each element is read once per key (or query), so an inlined
+    # producer (rope, a head split) would be recomputed that often, and a flash atom needs buffers.
+    return Nest(build, "attention", materialize=(0, 1, 2), checks=checks)
