@@ -10,6 +10,7 @@ import torch
 from tilefoundry.dsl import ConstTensor, Tensor, f32, func, i64, module, tf
 from tilefoundry.runtime import DictResource, runtime_func, runtime_module
 from tilefoundry.runtime.generate import GenerationResult, generate
+from tilefoundry.runtime.step import StepContractError
 
 V, D, MAX = 13, 8, 32
 
@@ -207,6 +208,71 @@ def test_refusals_name_what_is_wrong():
 def test_zero_new_tokens_returns_the_prompt():
     out = generate(ToyLM(), [4, 2], max_new_tokens=0)
     assert out.tokens.tolist() == [4, 2] and out.new_tokens.numel() == 0
+
+
+class ChunkLM(ToyLM):
+    """ToyLM that also offers `prepare_inputs` for a chunk of tokens (the prompt in one step)."""
+
+    def prepare_inputs(self, ids, start, caches, *, device):
+        self.seen.append((ids, start))
+        n = ids.numel()
+        return (ids.reshape(n).to(device), torch.arange(start, start + n, device=device), caches[0])
+
+    def forward(self, tokens, positions, acc):
+        rows = acc + torch.cumsum(self.emb[tokens], 0)  # the running sum after each token
+        h = torch.tanh(rows @ self.mix) * (1.0 + 0.1 * positions.float()[:, None])
+        return h @ self.out, rows[-1:]
+
+    __call__ = forward
+
+
+def test_prompt_goes_in_one_prefill_step_when_the_model_offers_it():
+    model = ChunkLM()
+    out = generate(model, [3, 7, 1, 4], max_new_tokens=6)
+    assert out.tokens.tolist() == _reference_greedy(model, [3, 7, 1, 4], 6)
+    (prompt_view, start), *decode = model.seen
+    assert start == 0 and prompt_view.tolist() == [3, 7, 1, 4] and prompt_view._base is not None
+    assert [s for _, s in decode] == list(range(4, 4 + 5))  # then one token per step
+
+
+def test_prefill_false_feeds_the_prompt_one_token_per_step_with_the_same_tokens():
+    model = ChunkLM()
+    one_by_one = generate(model, [3, 7, 1, 4], max_new_tokens=6, prefill=False)
+    assert [s for _, s in model.seen] == list(range(4 + 5))
+    assert one_by_one.tokens.tolist() == generate(ChunkLM(), [3, 7, 1, 4], max_new_tokens=6).tokens.tolist()
+
+
+def test_prefill_true_needs_prepare_inputs():
+    with pytest.raises(
+        AttributeError,
+        match=r"generate: prefill=True needs ToyLM.prepare_inputs\(ids, start, caches, device=\), the inputs "
+        r"of a chunk of tokens; it has none",
+    ):
+        generate(ToyLM(), [3, 7], max_new_tokens=2, prefill=True)
+
+
+def test_1_1_2_prefill_mutating_the_id_view_is_refused():
+    """seed 000 §1.1.2: a method MUST NOT mutate the token-ID view; the prefill builder included."""
+
+    class Mutating(ChunkLM):
+        def prepare_inputs(self, ids, start, caches, *, device):
+            ids[0] = 0
+            return super().prepare_inputs(ids, start, caches, device=device)
+
+    with pytest.raises(
+        StepContractError, match=r"prepare_inputs mutated the token-ID view .* at the prefill of steps 0-2"
+    ):
+        generate(Mutating(), [3, 4, 5], max_new_tokens=2)
+
+
+def test_phases_split_the_run_and_rate_the_decode_steps():
+    out = generate(ChunkLM(), [3, 7, 1], max_new_tokens=9)
+    assert out.prefill_seconds > 0 and out.decode_seconds > 0
+    assert out.prefill_seconds + out.decode_seconds == pytest.approx(out.seconds)
+    assert out.decode_tokens_per_s == pytest.approx(8 / out.decode_seconds)
+    assert out.replay_tokens_per_s is None and not out.cuda_graph  # on CPU: no graph
+    single = generate(ChunkLM(), [3, 7, 1], max_new_tokens=1)
+    assert single.decode_tokens_per_s is None and single.decode_seconds < single.prefill_seconds
 
 
 # ------------------------------------------------------------ a causal LM written in the DSL

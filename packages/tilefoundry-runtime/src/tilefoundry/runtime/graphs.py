@@ -290,8 +290,8 @@ class DecodeGraph:
     def _refuse(self, reason: str, at: str) -> None:
         if self.explicit:
             raise GraphRefused(
-                f"generate: cuda_graph=True cannot be honored at {at}: {reason}",
-                where="generate",
+                f"generate: cuda_graph=True cannot be honored: {reason}",
+                where=at,
                 expected="decode steps a CUDA graph can replay",
                 got=reason,
             )
