@@ -231,7 +231,8 @@ def _expect(ref) -> dict:
     rules = {}
     for name, o in zip(names, outs, strict=True):
         if o.dtype.is_floating_point:
-            tol = 3e-2 if o.dtype == torch.bfloat16 else 2e-4
+            # about four units in the last place of each 16-bit format; f32 work stays f32
+            tol = {torch.bfloat16: 3e-2, torch.float16: 4e-3}.get(o.dtype, 2e-4)
             rules[name] = [allclose(atol=tol, rtol=tol)]
         else:
             rules[name] = [equal()]
