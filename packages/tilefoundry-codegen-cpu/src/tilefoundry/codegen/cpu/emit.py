@@ -366,6 +366,7 @@ def _entry(program: Program) -> list[str]:
                 out.append(f'  e.extent(a_{b.name}, "{b.name}", {axis}, {cx.dim(dim)}, "{format_dim(dim)}");')
     pairs = ", ".join(f'{{"{b.name}", &a_{b.name}}}' for b in program.params)
     out.append(f"  e.noalias({{{pairs}}}, {program.output_count});")
+    out += [f"  prefer_huge_pages(a_{b.name});" for b in program.outputs]
     for t in program.temps:
         count = " * ".join(cx.dim(d) for d in t.shape) or "1"
         out.append(f"  Scratch<{ctype(t.dtype)}> {cname(t)}_mem({count});  // {_shape(t.shape)} {t.dtype}")
