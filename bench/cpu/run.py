@@ -112,7 +112,7 @@ def main() -> None:
     cpu = platform.processor() or platform.machine()
     print(
         f"# cpu: {cpu}, {os.cpu_count()} cores, torch {torch.__version__}, "
-        f"threads {torch.get_num_threads()}, "
+        f"threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}, "
         f"warmup {args.warmup}, iters {args.iters}"
     )
     header = (
