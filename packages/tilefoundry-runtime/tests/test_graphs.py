@@ -92,6 +92,7 @@ def test_replayed_decode_steps_give_the_eager_tokens(recorder):
     prompt = [3, 7, 1]
     out = generate(RunningSumLM(), prompt, max_new_tokens=12, cuda_graph=True)
     assert out.cuda_graph and out.graph_refusal is None
+    assert out.replay_tokens_per_s > 0 and 0 < out.capture_seconds < out.decode_seconds
     assert out.tokens.tolist() == _eager(RunningSumLM(), prompt, 12).tokens.tolist()
     sampled = {"greedy": False, "temperature": 1.5, "seed": 5}
     assert (
