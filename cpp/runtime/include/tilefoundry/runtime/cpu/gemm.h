@@ -131,23 +131,18 @@ struct AlignedFloats {
   float* ptr;
 };
 
-// The rectangle of C one worker owns: rows [r0, r1) x columns [c0, c1).
+// A rectangle of C: rows [r0, r1) x columns [c0, c1).
 struct GemmShare {
   int64_t r0, r1, c0, c1;
 };
 
-// Worker `t` of `workers`: a grid of tm x tn rectangles, columns split first (whole 64-column
-// panels) so each worker packs only its own B columns.
-inline GemmShare gemm_share(int t, int workers, int64_t m, int64_t n) {
-  const int64_t panels = (n + kGemmNR - 1) / kGemmNR;
-  const int64_t slivers = (m + kGemmMR - 1) / kGemmMR;
-  const int tn = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(workers, panels)));
-  const int tm = std::max(1, workers / tn);
-  const int ti = t / tn, tj = t % tn;
-  if (ti >= tm) return {0, 0, 0, 0};
-  auto split = [](int64_t units, int parts, int i) { return units * i / parts; };
-  return {std::min(m, split(slivers, tm, ti) * kGemmMR), std::min(m, split(slivers, tm, ti + 1) * kGemmMR),
-          std::min(n, split(panels, tn, tj) * kGemmNR), std::min(n, split(panels, tn, tj + 1) * kGemmNR)};
+// Task `i` of a grid of `cb` column blocks (whole 64-column panels) by `rg` row groups (whole
+// slivers), column-major so consecutive tasks share rows of A.
+inline GemmShare gemm_task(int64_t i, int64_t cb, int64_t rg, int64_t m, int64_t n) {
+  const int64_t panels = (n + kGemmNR - 1) / kGemmNR, slivers = (m + kGemmMR - 1) / kGemmMR;
+  const int64_t cj = i / rg, ri = i % rg;
+  return {std::min(m, slivers * ri / rg * kGemmMR), std::min(m, slivers * (ri + 1) / rg * kGemmMR),
+          std::min(n, panels * cj / cb * kGemmNR), std::min(n, panels * (cj + 1) / cb * kGemmNR)};
 }
 
 // Rows [r0, r1) x columns [c0, c1) of C (m,n) = A . B, reading A packed by K block:
@@ -182,8 +177,8 @@ inline void gemm_f32_share(const float* b, float* c, int64_t m_pad, int64_t n, i
 }
 
 // One GEMM (no batch) of at most the chunk's rows: A packed once (every K block) by the team, one
-// barrier; then, when B is packed, each worker computes its own rectangle of C, packing its own
-// B panels; when B is read in place, 256-column blocks are taken dynamically.
+// barrier; then rectangles of C are taken dynamically, each packing its own B panels (or, with
+// few rows, reading B in place in 256-column blocks).
 inline void gemm_f32_one(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
                          float* apack, bool parallel) {
   const int64_t m_pad = (m + kGemmMR - 1) / kGemmMR * kGemmMR;
@@ -202,13 +197,21 @@ inline void gemm_f32_one(const float* a, const float* b, float* c, int64_t m, in
       }
     }
     if (pack_b) {
-      int t = 0, workers = 1;
+      // About 4 tasks per worker, taken dynamically: a worker whose core is busy leaves its
+      // share to the others. Columns split first, so each task packs B panels no other task
+      // needs; rows split only when there are too few panels.
+      int64_t workers = 1;
 #if defined(_OPENMP)
-      t = omp_get_thread_num();
       workers = omp_get_num_threads();
 #endif
+      const int64_t panels = (n + kGemmNR - 1) / kGemmNR;
+      const int64_t cb = std::min(panels, 4 * workers);
+      const int64_t rg = std::min(slivers, (4 * workers + cb - 1) / cb);
       AlignedFloats bpack(kGemmKC * kGemmNC);
-      gemm_f32_share(b, c, m_pad, n, k, kb, apack, gemm_share(t, workers, m, n), bpack.ptr, true);
+#pragma omp for schedule(dynamic)
+      for (int64_t i = 0; i < cb * rg; ++i) {
+        gemm_f32_share(b, c, m_pad, n, k, kb, apack, gemm_task(i, cb, rg, m, n), bpack.ptr, true);
+      }
     } else {
       // B read in place: memory-bound, so column blocks go dynamically to whichever worker is free.
       const int64_t blocks = (n + kGemmNCInPlace - 1) / kGemmNCInPlace;
