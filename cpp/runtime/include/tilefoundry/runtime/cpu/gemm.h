@@ -4,11 +4,11 @@
 //   gemm_f32(a, b, c, batch, m, n, k);   // C[b] (m,n) = A[b] (m,k) . B[b] (k,n), f32 accumulation
 //
 // Loops, outermost first: batch; row chunks (the packed A copy stays within 16 MiB); A packed
-// into 6-row slivers by the worker team (one barrier). With 48 rows or more, each worker owns a
-// rectangle of C (whole 64-column panels, split across workers before rows) and runs, per block
-// of KC = 256: pack its B panels [kc][64], then for 96-row blocks, for panels (one panel stays hot
-// while 16 slivers sweep it), for slivers: the 6x64 micro-kernel, 24 zmm accumulators, one
-// broadcast of A and four B vectors per k step. With fewer rows (decode, GEMV) B is read in place:
+// into 6-row slivers by the worker team (one barrier). With 48 rows or more, rectangles of C
+// (about 4 per worker, whole 64-column panels, split by columns before rows) go dynamically to
+// free workers; each runs, per block of KC = 256: pack its B panels [kc][64], then for 96-row
+// blocks, for panels (one panel stays hot while 16 slivers sweep it), for slivers: the 6x64
+// micro-kernel, 24 zmm accumulators, one broadcast of A and four B vectors per k step. With fewer rows (decode, GEMV) B is read in place:
 // 256-column blocks go dynamically to free workers, K blocks are 16 rows, and the micro-kernel
 // prefetches the rows of the next block.
 //
