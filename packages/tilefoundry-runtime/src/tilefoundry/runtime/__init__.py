@@ -1,7 +1,7 @@
 """tilefoundry.runtime: runtime modules and functions, their ABI, resources, and generation.
 
     from tilefoundry.runtime import (RuntimeModule, RuntimeFunction, runtime_module, runtime_func,
-        EntryABI, ParamABI, entry_abi_of, param_abi_of,
+        CompiledModule, EntryABI, ParamABI, entry_abi_of, param_abi_of,
         DictResource, SafetensorsResource, Absolute, Preprocessed, generate)
 """
 
@@ -19,6 +19,7 @@ _EXPORTS = {
     "RuntimeFunction": "tilefoundry.runtime.function",
     "runtime_module": "tilefoundry.runtime.decorator",
     "runtime_func": "tilefoundry.runtime.decorator",
+    "CompiledModule": "tilefoundry.runtime.loader",
     "EntryABI": "tilefoundry.runtime.abi",
     "ParamABI": "tilefoundry.runtime.abi",
     "entry_abi_of": "tilefoundry.runtime.abi",
