@@ -10,7 +10,9 @@ LayerNorm) and `pool` (mean over the tokens, then L2 normalization — sentence-
 Pooling(mean) and Normalize modules), and children `layers.0` ... each with `attention`
 (bidirectional multi-head self-attention, output projection, residual, post-LayerNorm) and `ffn`
 (GELU MLP, residual, post-LayerNorm). One sentence is encoded per call, so no padding mask is
-needed; its token count is the DimVar `tokens`.
+needed; its token count is the DimVar `tokens`. Linear weights are declared K-major,
+`(in_features, out_features)`, and used as `x @ w + b`; the alias table transposes the
+checkpoint's `(out_features, in_features)` tensors once, at load (hf_names.py).
 """
 
 import math
@@ -114,28 +116,24 @@ def _encoder_layer(cfg: BertConfig, T: DimVar) -> Module:
         attn_norm: Vec,
         attn_norm_bias: Vec,
     ):
-        q = heads(x @ tf.transpose(query, (1, 0)) + query_bias)
-        k = heads(x @ tf.transpose(key, (1, 0)) + key_bias)
-        v = heads(x @ tf.transpose(value, (1, 0)) + value_bias)
+        q = heads(x @ query + query_bias)
+        k = heads(x @ key + key_bias)
+        v = heads(x @ value + value_bias)
         o = tf.attention(q, k, v, scale=1 / math.sqrt(d), causal=False)
         o = tf.reshape(tf.transpose(o, (0, 2, 1, 3)), (T, h))
-        return tf.layer_norm(
-            x + o @ tf.transpose(attn_out, (1, 0)) + attn_out_bias, attn_norm, attn_norm_bias, eps=eps
-        )
+        return tf.layer_norm(x + o @ attn_out + attn_out_bias, attn_norm, attn_norm_bias, eps=eps)
 
     @func
     def ffn(
         x: X,
-        intermediate: ConstTensor[(inter, h), dt],
+        intermediate: ConstTensor[(h, inter), dt],
         intermediate_bias: ConstTensor[(inter,), dt],
-        output: ConstTensor[(h, inter), dt],
+        output: ConstTensor[(inter, h), dt],
         output_bias: Vec,
         output_norm: Vec,
         output_norm_bias: Vec,
     ):
-        up = tf.gelu(x @ tf.transpose(intermediate, (1, 0)) + intermediate_bias)
-        return tf.layer_norm(
-            x + up @ tf.transpose(output, (1, 0)) + output_bias, output_norm, output_norm_bias, eps=eps
-        )
+        up = tf.gelu(x @ intermediate + intermediate_bias)
+        return tf.layer_norm(x + up @ output + output_bias, output_norm, output_norm_bias, eps=eps)
 
     return module(type("EncoderLayer", (), {"attention": attention, "ffn": ffn}))

@@ -9,8 +9,10 @@ The tree mirrors the checkpoint: a root with `embed` and `logits`, and children 
 `layers.{L-1}`, each with `attention` (RMSNorm, q/k/v projections, Qwen2's q/k/v bias or
 Qwen3's per-head q/k RMSNorm, rotary embedding, KV-cache update, grouped-query causal attention,
 output projection, residual) and `mlp` (RMSNorm, SwiGLU, residual). Linear weights are declared
-as the checkpoint stores them, `(out_features, in_features)`; tied embeddings make `logits` read
-`embed_tokens` itself.
+K-major, `(in_features, out_features)`, and used as `x @ w`: the row-major `(K, N)` operand the
+compiled GEMM atoms read in place. The checkpoint stores them `(out_features, in_features)`; the
+alias table (hf_names.py) transposes each once, at load. The LM head `lm_head` is `(hidden, vocab)`
+either way; with tied embeddings it is read from the embedding table.
 
 One step is `forward(ids, cos, sin, positions, pos, kv_len, caches) -> (logits, caches)`:
 
@@ -75,7 +77,7 @@ def _decoder_layer(cfg: CausalLMConfig, context: int) -> Module:
     Cache = Tensor[(1, nkv, context, d), dt]
     Norm = ConstTensor[(h,), dt]
     HeadNorm = ConstTensor[(d,), dt]
-    Wq, Wkv, Wo = ConstTensor[(nq * d, h), dt], ConstTensor[(nkv * d, h), dt], ConstTensor[(h, nq * d), dt]
+    Wq, Wkv, Wo = ConstTensor[(h, nq * d), dt], ConstTensor[(h, nkv * d), dt], ConstTensor[(nq * d, h), dt]
     Bq, Bkv = ConstTensor[(nq * d,), dt], ConstTensor[(nkv * d,), dt]
 
     def heads(y: Any, n: int) -> Any:
@@ -102,10 +104,10 @@ def _decoder_layer(cfg: CausalLMConfig, context: int) -> Module:
         v_cache = tf.cache_update(v_cache, pos, v)
         o = tf.attention(q, k_cache, v_cache, scale=1 / math.sqrt(d), causal=True, kv_len=kv_len)
         o = tf.reshape(tf.transpose(o, (0, 2, 1, 3)), (T, nq * d))
-        return x + o @ tf.transpose(o_proj, (1, 0)), k_cache, v_cache
+        return x + o @ o_proj, k_cache, v_cache
 
     def project(hn: Any, w: Any, n: int, bias: Any = None) -> Any:
-        y = hn @ tf.transpose(w, (1, 0))
+        y = hn @ w
         return heads(y if bias is None else y + bias, n)
 
     if cfg.qkv_bias:
@@ -189,14 +191,12 @@ def _decoder_layer(cfg: CausalLMConfig, context: int) -> Module:
     def mlp(
         x: X,
         post_attention_layernorm: Norm,
-        gate_proj: ConstTensor[(inter, h), dt],
-        up_proj: ConstTensor[(inter, h), dt],
-        down_proj: ConstTensor[(h, inter), dt],
+        gate_proj: ConstTensor[(h, inter), dt],
+        up_proj: ConstTensor[(h, inter), dt],
+        down_proj: ConstTensor[(inter, h), dt],
     ):
         hn = tf.rms_norm(x, post_attention_layernorm, eps=eps)
-        gate = hn @ tf.transpose(gate_proj, (1, 0))
-        up = hn @ tf.transpose(up_proj, (1, 0))
-        return x + (tf.silu(gate) * up) @ tf.transpose(down_proj, (1, 0))
+        return x + (tf.silu(hn @ gate_proj) * (hn @ up_proj)) @ down_proj
 
     return module(type("DecoderLayer", (), {"attention": attention, "mlp": mlp}))
 
@@ -206,23 +206,16 @@ def _root_functions(cfg: CausalLMConfig, context: int) -> tuple[Function, Functi
     dt, h, v, eps = dtype_of(cfg.dtype), cfg.hidden_size, cfg.vocab_size, cfg.rms_norm_eps
     T = DimVar("tokens", 1, context + 1)
     X = Tensor[(T, h), dt]
-    Table = ConstTensor[(v, h), dt]
 
     @func
-    def embed(ids: Tensor[(T,), i64], embed_tokens: Table):
+    def embed(ids: Tensor[(T,), i64], embed_tokens: ConstTensor[(v, h), dt]):
         return tf.embedding(embed_tokens, ids)
 
-    if cfg.tie_word_embeddings:
-
-        @func
-        def logits(x: X, norm: ConstTensor[(h,), dt], embed_tokens: Table):
-            return tf.rms_norm(x, norm, eps=eps) @ tf.transpose(embed_tokens, (1, 0))
-
-    else:
-
-        @func
-        def logits(x: X, norm: ConstTensor[(h,), dt], lm_head: Table):
-            return tf.rms_norm(x, norm, eps=eps) @ tf.transpose(lm_head, (1, 0))
+    # Its own K-major weight even when tied: the embedding rows are the head's columns, and a
+    # transpose per call would cost more than holding the table twice.
+    @func
+    def logits(x: X, norm: ConstTensor[(h,), dt], lm_head: ConstTensor[(h, v), dt]):
+        return tf.rms_norm(x, norm, eps=eps) @ lm_head
 
     return embed, logits
 

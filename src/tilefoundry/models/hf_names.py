@@ -6,64 +6,81 @@ declared name, resolved in the resource's lookup order (seed 000 §1.5):
 
     causal LM   embed_tokens            -> model.embed_tokens.weight
                 layers.3                -> model.layers.3             (a subtree segment)
-                  q_proj (in layers.3)  -> model.layers.3.self_attn.q_proj.weight
-                lm_head                 -> lm_head.weight, or Absolute("model.embed_tokens.weight")
-                                           when the embeddings are tied (the checkpoint stores
-                                           the table once)
+                  q_proj (in layers.3)  -> Preprocessed(model.layers.3.self_attn.q_proj.weight,
+                                                        transposed)
+                lm_head                 -> Preprocessed(lm_head.weight, transposed), or
+                                           Preprocessed(Absolute("model.embed_tokens.weight"),
+                                           transposed) when the embeddings are tied (the
+                                           checkpoint stores the table once)
     BERT        word_embeddings         -> embeddings.word_embeddings.weight
                 layers.3                -> encoder.layer.3
-                  query (in layers.3)   -> encoder.layer.3.attention.self.query.weight
+                  query (in layers.3)   -> Preprocessed(encoder.layer.3.attention.self.query.weight,
+                                                        transposed)
 
-Every weight keeps the layout and dtype the checkpoint stores; the DSL models declare Linear
-weights as Hugging Face does, `(out_features, in_features)`, so no entry needs a converter.
+Hugging Face stores a Linear weight `(out_features, in_features)`; the DSL models declare it
+K-major, `(in_features, out_features)`, and compute `x @ w`, which is the row-major `(K, N)`
+operand the compiled targets' GEMM atoms take in place. Each Linear weight's entry is therefore a
+`Preprocessed` transpose, applied once when the weight is loaded rather than on every call.
+Every other weight (embeddings, norms, biases) keeps the checkpoint's layout; every one keeps its
+dtype.
 """
 
 from __future__ import annotations
 
-from tilefoundry.runtime.resource import Absolute, AliasValue
+import torch
+
+from tilefoundry.runtime.resource import Absolute, AliasValue, Preprocessed
 
 from .config import BertConfig, CausalLMConfig
 
+
+def transposed(weight: torch.Tensor) -> torch.Tensor:
+    """A stored `(out_features, in_features)` Linear weight as declared: `(in, out)`, contiguous.
+
+    Contiguous because compiled code takes dense row-major weights; the copy is made once, at load.
+    """
+    return weight.t().contiguous()
+
+
 # Declared weight of one decoder layer -> its key under `model.layers.N.`.
-CAUSAL_LM_LAYER = {
+CAUSAL_LM_LAYER: dict[str, AliasValue] = {
     "input_layernorm": "input_layernorm.weight",
-    "q_proj": "self_attn.q_proj.weight",
-    "k_proj": "self_attn.k_proj.weight",
-    "v_proj": "self_attn.v_proj.weight",
-    "o_proj": "self_attn.o_proj.weight",
+    "q_proj": Preprocessed("self_attn.q_proj.weight", transposed),
+    "k_proj": Preprocessed("self_attn.k_proj.weight", transposed),
+    "v_proj": Preprocessed("self_attn.v_proj.weight", transposed),
+    "o_proj": Preprocessed("self_attn.o_proj.weight", transposed),
     "q_proj_bias": "self_attn.q_proj.bias",
     "k_proj_bias": "self_attn.k_proj.bias",
     "v_proj_bias": "self_attn.v_proj.bias",
     "q_norm": "self_attn.q_norm.weight",
     "k_norm": "self_attn.k_norm.weight",
     "post_attention_layernorm": "post_attention_layernorm.weight",
-    "gate_proj": "mlp.gate_proj.weight",
-    "up_proj": "mlp.up_proj.weight",
-    "down_proj": "mlp.down_proj.weight",
+    "gate_proj": Preprocessed("mlp.gate_proj.weight", transposed),
+    "up_proj": Preprocessed("mlp.up_proj.weight", transposed),
+    "down_proj": Preprocessed("mlp.down_proj.weight", transposed),
 }
 
-# Declared weight of the causal-LM root -> its key.
-CAUSAL_LM_ROOT = {
+# Declared weight of the causal-LM root -> its key (lm_head: see causal_lm_alias).
+CAUSAL_LM_ROOT: dict[str, AliasValue] = {
     "embed_tokens": "model.embed_tokens.weight",
     "norm": "model.norm.weight",
-    "lm_head": "lm_head.weight",
 }
 
 # Declared weight of one BERT layer -> its key under `encoder.layer.N.`.
-BERT_LAYER = {
-    "query": "attention.self.query.weight",
+BERT_LAYER: dict[str, AliasValue] = {
+    "query": Preprocessed("attention.self.query.weight", transposed),
     "query_bias": "attention.self.query.bias",
-    "key": "attention.self.key.weight",
+    "key": Preprocessed("attention.self.key.weight", transposed),
     "key_bias": "attention.self.key.bias",
-    "value": "attention.self.value.weight",
+    "value": Preprocessed("attention.self.value.weight", transposed),
     "value_bias": "attention.self.value.bias",
-    "attn_out": "attention.output.dense.weight",
+    "attn_out": Preprocessed("attention.output.dense.weight", transposed),
     "attn_out_bias": "attention.output.dense.bias",
     "attn_norm": "attention.output.LayerNorm.weight",
     "attn_norm_bias": "attention.output.LayerNorm.bias",
-    "intermediate": "intermediate.dense.weight",
+    "intermediate": Preprocessed("intermediate.dense.weight", transposed),
     "intermediate_bias": "intermediate.dense.bias",
-    "output": "output.dense.weight",
+    "output": Preprocessed("output.dense.weight", transposed),
     "output_bias": "output.dense.bias",
     "output_norm": "output.LayerNorm.weight",
     "output_norm_bias": "output.LayerNorm.bias",
@@ -82,8 +99,9 @@ BERT_ROOT = {
 def causal_lm_alias(cfg: CausalLMConfig) -> dict[str, AliasValue]:
     """The alias table that reads a Llama / Qwen2 / Qwen3 Hugging Face checkpoint."""
     table: dict[str, AliasValue] = dict(CAUSAL_LM_ROOT)
-    if cfg.tie_word_embeddings:
-        table["lm_head"] = Absolute(CAUSAL_LM_ROOT["embed_tokens"])
+    # Tied: the LM head is the embedding table, which the checkpoint stores once, at the root.
+    head = Absolute("model.embed_tokens.weight") if cfg.tie_word_embeddings else "lm_head.weight"
+    table["lm_head"] = Preprocessed(head, transposed)
     table.update({f"layers.{i}": f"model.layers.{i}" for i in range(cfg.num_layers)})
     table.update(CAUSAL_LM_LAYER)
     return table

@@ -4,12 +4,12 @@
     twin = Twin().load(SafetensorsResource(ckpt, device="cuda", alias=causal_lm_alias(cfg)))
     check(twin.forward, loaded.forward, inputs, expect=...)   # judged against the LoadedModule
 
-Every kernel is plain torch (F.linear, scaled_dot_product_attention, ...) and never runs the
+Every kernel is plain torch (matmul, scaled_dot_product_attention, ...) and never runs the
 HIR evaluator; the orchestration methods (forward, init_caches, prepare_inputs, ...) are the
 semantic Module's own. A function whose parameter list varies with the config (Qwen2's biases,
-Qwen3's q/k norms, tied embeddings) gets one `TorchKernel`: a RuntimeFunction stand-in whose ABI
-is the semantic function's and whose body takes the parameters by name, the optional ones as
-keyword defaults.
+Qwen3's q/k norms) gets one `TorchKernel`: a RuntimeFunction stand-in whose ABI is the semantic
+function's and whose body takes the parameters by name, the optional ones as keyword defaults.
+Linear weights arrive as the Module declares them, `(in_features, out_features)`.
 """
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ class TorchKernel(RuntimeFunction):
 
     def __call__(self, *args: Any) -> Any:
         return self._body(**dict(zip(self._names, args, strict=True)))
+
+
+def _linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
+    # w is (in, out); F.linear wants (out, in) and reads the transposed view without a copy.
+    return F.linear(x, w.t(), b)
 
 
 def _rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
@@ -82,9 +87,9 @@ def causal_lm_twin(cfg: CausalLMConfig, sem: Module) -> type[RuntimeModule]:
     ):
         t = x.shape[0]
         h = _rms_norm(x, input_layernorm, eps)
-        q = F.linear(h, q_proj, q_proj_bias).view(1, t, nq, d).transpose(1, 2)
-        k = F.linear(h, k_proj, k_proj_bias).view(1, t, nkv, d).transpose(1, 2)
-        v = F.linear(h, v_proj, v_proj_bias).view(1, t, nkv, d).transpose(1, 2)
+        q = _linear(h, q_proj, q_proj_bias).view(1, t, nq, d).transpose(1, 2)
+        k = _linear(h, k_proj, k_proj_bias).view(1, t, nkv, d).transpose(1, 2)
+        v = _linear(h, v_proj, v_proj_bias).view(1, t, nkv, d).transpose(1, 2)
         if q_norm is not None:
             q, k = _rms_norm(q, q_norm, eps), _rms_norm(k, k_norm, eps)
         q, k = _rope(q, cos, sin, positions), _rope(k, cos, sin, positions)
@@ -97,17 +102,17 @@ def causal_lm_twin(cfg: CausalLMConfig, sem: Module) -> type[RuntimeModule]:
         o = F.scaled_dot_product_attention(
             q.float(), k_cache.float(), v_cache.float(), attn_mask=mask, scale=d**-0.5, enable_gqa=True
         ).to(x.dtype)
-        return x + F.linear(o.transpose(1, 2).reshape(t, nq * d), o_proj), k_cache, v_cache
+        return x + _linear(o.transpose(1, 2).reshape(t, nq * d), o_proj), k_cache, v_cache
 
     def mlp(x, post_attention_layernorm, gate_proj, up_proj, down_proj):
         h = _rms_norm(x, post_attention_layernorm, eps)
-        return x + F.linear(F.silu(F.linear(h, gate_proj)) * F.linear(h, up_proj), down_proj)
+        return x + _linear(F.silu(_linear(h, gate_proj)) * _linear(h, up_proj), down_proj)
 
     def embed(ids, embed_tokens):
         return F.embedding(ids, embed_tokens)
 
-    def logits(x, norm, embed_tokens=None, lm_head=None):
-        return F.linear(_rms_norm(x, norm, eps), embed_tokens if lm_head is None else lm_head)
+    def logits(x, norm, lm_head):
+        return _linear(_rms_norm(x, norm, eps), lm_head)
 
     return _twin_classes(
         sem, layer_sem, {"attention": attention, "mlp": mlp}, {"embed": embed, "logits": logits}
@@ -167,18 +172,18 @@ def bert_twin(cfg: BertConfig, sem: Module) -> type[RuntimeModule]:
         t = x.shape[0]
 
         def heads(w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-            return F.linear(x, w, b).view(1, t, n, d).transpose(1, 2)
+            return _linear(x, w, b).view(1, t, n, d).transpose(1, 2)
 
         o = F.scaled_dot_product_attention(
             heads(query, query_bias), heads(key, key_bias), heads(value, value_bias)
         )
-        o = F.linear(o.transpose(1, 2).reshape(t, hidden), attn_out, attn_out_bias)
+        o = _linear(o.transpose(1, 2).reshape(t, hidden), attn_out, attn_out_bias)
         return F.layer_norm(x + o, (hidden,), attn_norm, attn_norm_bias, eps)
 
     def ffn(x, intermediate, intermediate_bias, output, output_bias, output_norm, output_norm_bias):
-        up = F.gelu(F.linear(x, intermediate, intermediate_bias))
+        up = F.gelu(_linear(x, intermediate, intermediate_bias))
         return F.layer_norm(
-            x + F.linear(up, output, output_bias), (hidden,), output_norm, output_norm_bias, eps
+            x + _linear(up, output, output_bias), (hidden,), output_norm, output_norm_bias, eps
         )
 
     return _twin_classes(
