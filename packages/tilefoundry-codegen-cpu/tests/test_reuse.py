@@ -55,3 +55,37 @@ def test_reuse_is_refused_when_the_output_would_round_or_the_write_needs_no_term
     for fn in (soft_half, log_soft):
         k = _kernel(fn)
         assert not any("to reload" in d for d in k.decisions), "\n".join(format_kernel(k))
+
+
+def _hand_kernel(between: list, write_index) -> list[str]:
+    """Decisions of reuse_sum_terms on a hand-built row: sum of exp(x[r] - m), then a write loop."""
+    from tilefoundry.ir.dtypes import f32 as F32
+    from tilefoundry.ir.tile.expr import Const, Var, binary, unary
+    from tilefoundry.ir.tile.stmt import Assign, Buffer, Kernel, Let, Program, Seq
+
+    x = Buffer("x", F32, (16,), "input")
+    out = Buffer("out0", F32, (16,), "output")
+    m, s = Var("m", F32), Var("s", F32)
+
+    def term(i: str):
+        return unary("exp", binary("sub", Load(x, (Var(i),)), m))
+
+    sum_loop = For("r", Const(16), Assign("s", binary("add", s, term("r"))), "reduce", True, (("s", "add"),))
+    write = For("j", Const(16), Store(out, write_index, binary("mul", term("j"), Const(2.0, F32))))
+    body = Seq((Let("m", Const(0.5, F32), mutable=True), Let("s", Const(0.0, F32), mutable=True),
+                sum_loop, *between, write))
+    kernel = Kernel("k0_row", "row", body, (x,), (out,))
+    program = Program("row", (x, out), 1, (), (kernel,), ())
+    return reuse_sum_terms(program).kernels[0].decisions
+
+
+def test_reuse_proof_rejects_a_changed_scalar_and_a_non_injective_store() -> None:
+    """The rewrite needs every scalar of the term unchanged in between and an injective store."""
+    from tilefoundry.ir.dtypes import f32 as F32
+    from tilefoundry.ir.tile.expr import Const, Var
+    from tilefoundry.ir.tile.stmt import Assign
+
+    assert _hand_kernel([], (Var("j"),)) == ["r: stores exp((x[r] - m)) in out0 for loop j to reload "
+                                             "(one evaluation per element)"]
+    assert _hand_kernel([Assign("m", Const(1.0, F32))], (Var("j"),)) == []
+    assert _hand_kernel([], (Const(0),)) == []

@@ -12,7 +12,8 @@ the sum loop also stores `E(r)` where the later loop will read it:
 This is an IR-structure rule (seed 003 style), not recognition of softmax. It is applied only
 when proved to give the same values: equal extents; `E` pure, reading no buffer the kernel
 writes; the store index injective in `j` (its last entry is `j`, the others free of it); `out`
-of `E`'s dtype, so the stored value reads back exactly; nothing in between touches `out`.
+of `E`'s dtype, so the stored value reads back exactly; nothing in between touches `out` or
+updates a scalar `E` reads.
 """
 
 from __future__ import annotations
@@ -62,6 +63,11 @@ def _touches(s: Stmt, buffer: Buffer) -> bool:
     return False
 
 
+def _assigns(s: Stmt, names: set[str]) -> bool:
+    """`s` updates one of the scalars `names` (then a later `E` would not be the stored one)."""
+    return any(isinstance(x, Assign) and x.name in names for x in walk_stmts(s))
+
+
 def _reuse(sum_loop: For, term: Expr, write: For, written: set[int], name: str) -> tuple[For, For] | None:
     """The two loops rewritten to store `term` in the sum loop and reload it, or None if unproved."""
     if write.kind != "parallel" or write.extent != sum_loop.extent or not isinstance(write.body, Store):
@@ -93,9 +99,10 @@ class _Kernel:
     def __init__(self, kernel: Kernel, reserved: frozenset[str]):
         self.kernel = kernel
         self.written = {id(b) for b in kernel.writes}
-        self.taken = set(reserved) | {
-            n for x in walk_stmts(kernel.body) for ex in stmt_exprs(x) for n in free_vars(ex)
-        }
+        stmts = list(walk_stmts(kernel.body))
+        self.taken = set(reserved) | {n for x in stmts for ex in stmt_exprs(x) for n in free_vars(ex)}
+        self.taken |= {x.name for x in stmts if isinstance(x, (Let, Assign))}
+        self.taken |= {x.var for x in stmts if isinstance(x, For)}
         self.notes: list[str] = []
 
     def fresh(self, stem: str) -> str:
@@ -118,7 +125,8 @@ class _Kernel:
                 if not isinstance(write, For):
                     continue
                 out = write.body.buffer if isinstance(write.body, Store) else None
-                if out is None or any(_touches(x, out) for x in body[i + 1 : k]):
+                between = body[i + 1 : k]
+                if out is None or any(_touches(x, out) or _assigns(x, free_vars(term)) for x in between):
                     break
                 done = _reuse(loop, term, write, self.written, self.fresh(f"{loop.carries[0][0]}_e"))
                 if done is not None:
