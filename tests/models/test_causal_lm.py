@@ -1,11 +1,15 @@
-"""The causal-LM family run three ways: twins judged against the LoadedModule, and the step contract."""
+"""The causal-LM family run three ways: twins judged against the LoadedModule, the step contract, and
+the compiled plan of its K-major Linear weights."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+import tilefoundry
 from tilefoundry.check import check, rel_l2
+from tilefoundry.ir.target import get_target
+from tilefoundry.models import DEMO_CONFIG, causal_lm, config_from_dict
 
 TWINS = ("torch", "cpu")
 
@@ -76,3 +80,39 @@ def test_prepare_inputs_refuses_tokens_past_the_context(hf_case, opened_models):
         ValueError, match="2 token\\(s\\) at position 63 do not fit the context of 64 positions"
     ):
         model.prepare_inputs(hf_case.prompt[:2], 63, caches, device="cpu")
+
+
+def _planned_gemms(mod, options: dict) -> tuple[list[str], list[str]]:
+    """(every kernel name, the B operand of every GEMM atom call) in the cpu plan of `mod`."""
+    kernels, operands = [], []
+
+    def dump(stage: str, text: str) -> None:
+        if stage != "check budget":
+            return
+        for line in text.splitlines():
+            words = line.split()
+            if words[:1] == ["kernel"]:
+                kernels.append(words[1])
+            elif words[:1] == ["atom"] and "_gemm_" in words[1]:
+                operands.append(line.split("(", 1)[1].split(",")[1].strip())
+
+    tilefoundry.compile(mod, target="cpu", options=options, dump=dump)
+    return kernels, operands
+
+
+def test_compiled_gemms_read_the_k_major_weights_in_place():
+    """Every projection and the LM head is `x @ w` on the loaded weight: the cpu plan has no
+    transpose kernel, and where the host has the f32 GEMM atom (`gemm="atom"` fails closed on any
+    matmul it cannot take), each atom call reads the weight parameter itself as its B operand."""
+    cfg = config_from_dict(DEMO_CONFIG, source="demo")
+    sem = causal_lm(cfg, context=16)
+    atom = any(a.kind == "mma" and a.a_dtype == "f32" for a in get_target("cpu").catalog.atoms)
+    options = {"gemm": "atom"} if atom else {}
+    layer_kernels, layer_b = _planned_gemms(sem.layers[0], options)
+    root_kernels, root_b = _planned_gemms(sem, options)
+    assert not [k for k in layer_kernels + root_kernels if k.endswith("_transpose")]
+    if atom:
+        assert sorted(layer_b) == sorted(
+            ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+        )
+        assert root_b == ["lm_head"]
