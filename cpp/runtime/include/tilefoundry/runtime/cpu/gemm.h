@@ -1,7 +1,9 @@
-// The cpu GEMM atom `cpu_avx512_gemm_6x64_f32_rrr`: C = A . B over compact row-major f32 matrices,
-// realized as packed, register-blocked AVX-512 (BLIS-style loops around a 6x64 micro-kernel).
+// The cpu GEMM atoms `cpu_avx512_gemm_6x64_{f32,bf16}_rrr`: C = A . B over compact row-major
+// matrices, realized as packed, register-blocked AVX-512 (BLIS-style loops around a 6x64 f32
+// micro-kernel). bf16 operands become f32 as they are packed (or loaded, when B is read in
+// place); the sum is f32 and each bf16 result is rounded once, as torch computes a bf16 matmul.
 //
-//   gemm_f32(a, b, c, batch, m, n, k);   // C[b] (m,n) = A[b] (m,k) . B[b] (k,n), f32 accumulation
+//   gemm(a, b, c, batch, m, n, k);   // C[b] (m,n) = A[b] (m,k) . B[b] (k,n); float or bf16
 //
 // Loops, outermost first: batch; row chunks (the packed A copy stays within 16 MiB); A packed
 // into 6-row slivers by the worker team (one barrier). With 48 rows or more, rectangles of C
@@ -25,10 +27,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
+
+#include <tilefoundry/runtime/cpu/host_entry.h>
 
 namespace tilefoundry::host {
 namespace detail {
@@ -72,7 +77,15 @@ constexpr int64_t kGemmPackBRows = 48;
     }                                                                \
   }
 
-inline void gemm_f32_tile(int64_t kc, const float* __restrict__ a, const float* __restrict__ b, int64_t ldb,
+// 16 columns of B as f32: a bf16 row widens by a 16-bit shift (exact).
+inline __m512 gemm_load_b(__mmask16 m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 gemm_load_b(__mmask16 m, const bf16* p) {
+  const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+template <class TB>
+inline void gemm_f32_tile(int64_t kc, const float* __restrict__ a, const TB* __restrict__ b, int64_t ldb,
                           float* __restrict__ c, int64_t ldc, int rows, int64_t cols, bool accumulate) {
   __mmask16 m[4];
   for (int v = 0; v < 4; ++v) {
@@ -82,13 +95,15 @@ inline void gemm_f32_tile(int64_t kc, const float* __restrict__ a, const float* 
   TILEFOUNDRY_GEMM_ROW(0) TILEFOUNDRY_GEMM_ROW(1) TILEFOUNDRY_GEMM_ROW(2)
   TILEFOUNDRY_GEMM_ROW(3) TILEFOUNDRY_GEMM_ROW(4) TILEFOUNDRY_GEMM_ROW(5)
   for (int64_t p = 0; p < kc; ++p) {
-    const float* bp = b + p * ldb;
+    const TB* bp = b + p * ldb;
     if (ldb != kGemmNR) {  // B read in place: fetch the same columns kc rows ahead (next K block)
       const char* ahead = reinterpret_cast<const char*>(bp + kc * ldb);
-      for (int line = 0; line < 4; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_T0);
+      for (int line = 0; line < static_cast<int>(sizeof(TB)) * kGemmNR / 64; ++line) {
+        _mm_prefetch(ahead + 64 * line, _MM_HINT_T0);
+      }
     }
-    const __m512 b0 = _mm512_maskz_loadu_ps(m[0], bp), b1 = _mm512_maskz_loadu_ps(m[1], bp + 16);
-    const __m512 b2 = _mm512_maskz_loadu_ps(m[2], bp + 32), b3 = _mm512_maskz_loadu_ps(m[3], bp + 48);
+    const __m512 b0 = gemm_load_b(m[0], bp), b1 = gemm_load_b(m[1], bp + 16);
+    const __m512 b2 = gemm_load_b(m[2], bp + 32), b3 = gemm_load_b(m[3], bp + 48);
     const float* ap = a + p * kGemmMR;
     TILEFOUNDRY_GEMM_FMA(0) TILEFOUNDRY_GEMM_FMA(1) TILEFOUNDRY_GEMM_FMA(2)
     TILEFOUNDRY_GEMM_FMA(3) TILEFOUNDRY_GEMM_FMA(4) TILEFOUNDRY_GEMM_FMA(5)
@@ -101,23 +116,32 @@ inline void gemm_f32_tile(int64_t kc, const float* __restrict__ a, const float* 
 #undef TILEFOUNDRY_GEMM_OUT
 
 // A (rows, kc) at row stride lda -> slivers [rows / MR][kc][MR], the last sliver zero-padded.
-inline void gemm_pack_a(const float* __restrict__ a, int64_t lda, int64_t rows, int64_t kc,
+inline float gemm_f32_of(float v) { return v; }
+inline float gemm_f32_of(bf16 v) { return to_f32(v); }
+
+template <class TA>
+inline void gemm_pack_a(const TA* __restrict__ a, int64_t lda, int64_t rows, int64_t kc,
                         float* __restrict__ out) {
   for (int64_t s = 0; s < rows; s += kGemmMR) {
     const int64_t mr = std::min<int64_t>(kGemmMR, rows - s);
     float* o = out + s * kc;
     for (int64_t p = 0; p < kc; ++p) {
-      for (int64_t i = 0; i < mr; ++i) o[p * kGemmMR + i] = a[(s + i) * lda + p];
+      for (int64_t i = 0; i < mr; ++i) o[p * kGemmMR + i] = gemm_f32_of(a[(s + i) * lda + p]);
       for (int64_t i = mr; i < kGemmMR; ++i) o[p * kGemmMR + i] = 0.0f;
     }
   }
 }
 
 // One 64-column panel of B (kc, cols <= 64) at row stride ldb -> [kc][64], zero-padded.
-inline void gemm_pack_b_panel(const float* __restrict__ b, int64_t ldb, int64_t kc, int64_t cols,
+template <class TB>
+inline void gemm_pack_b_panel(const TB* __restrict__ b, int64_t ldb, int64_t kc, int64_t cols,
                               float* __restrict__ out) {
   for (int64_t p = 0; p < kc; ++p) {
-    std::memcpy(out + p * kGemmNR, b + p * ldb, sizeof(float) * cols);
+    if constexpr (std::is_same_v<TB, float>) {
+      std::memcpy(out + p * kGemmNR, b + p * ldb, sizeof(float) * cols);
+    } else {
+      for (int64_t j = 0; j < cols; ++j) out[p * kGemmNR + j] = gemm_f32_of(b[p * ldb + j]);
+    }
     std::memset(out + p * kGemmNR + cols, 0, sizeof(float) * (kGemmNR - cols));
   }
 }
@@ -147,7 +171,8 @@ inline GemmShare gemm_task(int64_t i, int64_t cb, int64_t rg, int64_t m, int64_t
 
 // Rows [r0, r1) x columns [c0, c1) of C (m,n) = A . B, reading A packed by K block:
 // apack + pc * padded_m + (row) * kc.  `bpack` holds (kc, kGemmNC) for this worker.
-inline void gemm_f32_share(const float* b, float* c, int64_t m_pad, int64_t n, int64_t k, int64_t kb,
+template <class TB>
+inline void gemm_f32_share(const TB* b, float* c, int64_t m_pad, int64_t n, int64_t k, int64_t kb,
                            const float* apack, const GemmShare& sh, float* bpack, bool pack_b) {
   for (int64_t nc0 = sh.c0; nc0 < sh.c1; nc0 += kGemmNC) {
     const int64_t nc1 = std::min(sh.c1, nc0 + kGemmNC);
@@ -164,11 +189,14 @@ inline void gemm_f32_share(const float* b, float* c, int64_t m_pad, int64_t n, i
         const int64_t i_end = std::min(sh.r1, i1 + kGemmMC);
         for (int64_t j0 = nc0; j0 < nc1; j0 += kGemmNR) {
           const int64_t cols = std::min<int64_t>(kGemmNR, nc1 - j0);
-          const float* bp = pack_b ? bpack + (j0 - nc0) * kc : b + pc * n + j0;
-          const int64_t ldb = pack_b ? kGemmNR : n;
           for (int64_t i0 = i1; i0 < i_end; i0 += kGemmMR) {
             const int rows = static_cast<int>(std::min<int64_t>(kGemmMR, i_end - i0));
-            gemm_f32_tile(kc, ablock + i0 * kc, bp, ldb, c + i0 * n + j0, n, rows, cols, pc > 0);
+            float* ct = c + i0 * n + j0;
+            if (pack_b) {
+              gemm_f32_tile(kc, ablock + i0 * kc, bpack + (j0 - nc0) * kc, kGemmNR, ct, n, rows, cols, pc > 0);
+            } else {
+              gemm_f32_tile(kc, ablock + i0 * kc, b + pc * n + j0, n, ct, n, rows, cols, pc > 0);
+            }
           }
         }
       }
@@ -179,7 +207,8 @@ inline void gemm_f32_share(const float* b, float* c, int64_t m_pad, int64_t n, i
 // One GEMM (no batch) of at most the chunk's rows: A packed once (every K block) by the team, one
 // barrier; then rectangles of C are taken dynamically, each packing its own B panels (or, with
 // few rows, reading B in place in 256-column blocks).
-inline void gemm_f32_one(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
+template <class TA, class TB>
+inline void gemm_f32_one(const TA* a, const TB* b, float* c, int64_t m, int64_t n, int64_t k,
                          float* apack, bool parallel) {
   const int64_t m_pad = (m + kGemmMR - 1) / kGemmMR * kGemmMR;
   const int64_t slivers = m_pad / kGemmMR;
@@ -224,26 +253,45 @@ inline void gemm_f32_one(const float* a, const float* b, float* c, int64_t m, in
   }
 }
 
-}  // namespace detail
 
-// C[b] (m,n) = A[b] (m,k) . B[b] (k,n) for b < batch; compact row-major f32, f32 accumulation.
-// K == 0 writes zeros; an empty M or N does nothing. Work below ~2^18 multiply-adds stays on
-// the calling thread; rows go in chunks so the packed copy of A stays within 16 MiB.
-inline void gemm_f32(const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n, int64_t k) {
+// C[b] (m,n) = A[b] (m,k) . B[b] (k,n) for b < batch into f32 C; A and B float or bf16.
+template <class TA, class TB>
+inline void gemm_run(const TA* a, const TB* b, float* c, int64_t batch, int64_t m, int64_t n, int64_t k) {
   if (batch <= 0 || m <= 0 || n <= 0) return;
   if (k <= 0) {
     std::memset(c, 0, sizeof(float) * batch * m * n);
     return;
   }
-  const int64_t chunk = std::max<int64_t>(detail::kGemmMR, (int64_t(1) << 22) / k / detail::kGemmMR * detail::kGemmMR);
+  const int64_t chunk = std::max<int64_t>(kGemmMR, (int64_t(1) << 22) / k / kGemmMR * kGemmMR);
   const int64_t rows = std::min(m, chunk);
-  detail::AlignedFloats apack((rows + detail::kGemmMR) * k);
+  AlignedFloats apack((rows + kGemmMR) * k);
   const bool parallel = m * n * k >= (int64_t(1) << 18);
   for (int64_t i = 0; i < batch; ++i) {
     for (int64_t r = 0; r < m; r += rows) {
       const int64_t mr = std::min(rows, m - r);
-      detail::gemm_f32_one(a + (i * m + r) * k, b + i * k * n, c + (i * m + r) * n, mr, n, k, apack.ptr, parallel);
+      gemm_f32_one(a + (i * m + r) * k, b + i * k * n, c + (i * m + r) * n, mr, n, k, apack.ptr, parallel);
     }
+  }
+}
+
+}  // namespace detail
+
+// C[b] (m,n) = A[b] (m,k) . B[b] (k,n) for b < batch; compact row-major, f32 accumulation.
+// K == 0 writes zeros; an empty M or N does nothing. Work below ~2^18 multiply-adds stays on
+// the calling thread; rows go in chunks so the packed copy of A stays within 16 MiB.
+inline void gemm(const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  detail::gemm_run(a, b, c, batch, m, n, k);
+}
+
+// bf16 operands: the f32 sums land in a scratch C, then each result is rounded to bf16 once.
+inline void gemm(const bf16* a, const bf16* b, bf16* c, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  if (batch <= 0 || m <= 0 || n <= 0) return;
+  detail::AlignedFloats sums(m * n);
+  for (int64_t i = 0; i < batch; ++i) {
+    detail::gemm_run(a + i * m * k, b + i * k * n, sums.ptr, 1, m, n, k);
+    bf16* ci = c + i * m * n;
+#pragma omp parallel for schedule(static) if (m * n >= (int64_t(1) << 16))
+    for (int64_t e = 0; e < m * n; ++e) ci[e] = to_bf16(sums.ptr[e]);
   }
 }
 

@@ -5,7 +5,7 @@ is written the proof is re-done on the region the atom stands for, so stale meta
 change what runs. A family is keyed by its atom-name prefix and realized by one runtime entry:
 
     atom cpu_avx512_gemm_6x64_f32_rrr(a, w, out0; batch0=3, m=T, n=128, k=64)
-      ->  gemm_f32(b_a, b_w, b_out0, 3, d_T, 128, 64);   // tilefoundry/runtime/cpu/gemm.h
+      ->  gemm(b_a, b_w, b_out0, 3, d_T, 128, 64);   // tilefoundry/runtime/cpu/gemm.h
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ class AtomFamily:
 
 
 FAMILIES: list[AtomFamily] = []
+# Operand dtypes `gemm` (tilefoundry/runtime/cpu/gemm.h) has an overload for.
+GEMM_DTYPES = ("f32", "bf16")
 
 
 def _family(kernel: Kernel, atom: AtomCall) -> AtomFamily:
@@ -78,8 +80,8 @@ def _gemm_recheck(kernel: Kernel, atom: AtomCall) -> str | None:
         return region
     if (region.a, region.b, region.c) != atom.operands:
         return "the atom's operands are not the region's A, B and C"
-    if region.a.dtype.name != "f32":
-        return f"dtype {region.a.dtype} is not f32"
+    if region.a.dtype.name not in GEMM_DTYPES:
+        return f"dtype {region.a.dtype} is not one of {', '.join(GEMM_DTYPES)}"
     if _params(region) != atom.params:
         return "the atom's extents are not the region's"
     return None
@@ -98,7 +100,7 @@ def _gemm_call(atom: AtomCall, cx: CExpr) -> list[str]:
         if name.startswith("batch"):
             batch = mul(batch, e)
     dims = ", ".join(cx(e) for e in (batch, atom.params["m"], atom.params["n"], atom.params["k"]))
-    return [f"gemm_f32({cname(a)}, {cname(b)}, {cname(c)}, {dims});  // {atom.atom}: C = A . B, f32"]
+    return [f"gemm({cname(a)}, {cname(b)}, {cname(c)}, {dims});  // {atom.atom}: C = A . B, f32 sums"]
 
 
 FAMILIES.append(AtomFamily("cpu_avx512_gemm_", _gemm_recheck, _gemm_call))

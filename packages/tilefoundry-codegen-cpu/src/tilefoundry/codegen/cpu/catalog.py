@@ -7,7 +7,7 @@ supports, widest first, so a planner can pick a narrower pack for a short axis:
     cpu_avx512_f32x16, cpu_avx2_f32x8, cpu_sse2_f32x4, ...   vector arithmetic
     cpu_avx2_load_32b / cpu_avx2_store_32b                    memory <-> vector registers
     cpu_avx2_reduce_f32x8                                     horizontal sum/max/min
-    cpu_avx512_gemm_6x64_f32_rrr                              a whole f32 GEMM region (gemm.h)
+    cpu_avx512_gemm_6x64_f32_rrr, ..._bf16_rrr                a whole GEMM region (gemm.h)
     cpu_worker_barrier                                        worker team barrier
 """
 
@@ -85,12 +85,14 @@ def supported_levels(facts: HostFacts, isa: str | None = None) -> tuple[IsaLevel
 
 # Whole-GEMM region atoms: (ISA level, atom). The runtime realizes each in
 # tilefoundry/runtime/cpu/gemm.h; the tile is the micro-kernel's (6 rows x 64 columns per k step)
-# and "rrr" says A (M,K), B (K,N) and C (M,N) are compact row-major in memory.
-GEMM_ATOMS = (
-    ("avx512", MmaAtom(name="cpu_avx512_gemm_6x64_f32_rrr", issued_by="worker", requires=("avx512",),
-                       m=6, n=64, k=1, d_dtype="f32", a_dtype="f32", b_dtype="f32", c_dtype="f32",
+# and "rrr" says A (M,K), B (K,N) and C (M,N) are compact row-major in memory. bf16 operands are
+# widened to f32 as they are packed; sums are f32, each result rounded to bf16 once.
+GEMM_ATOMS = tuple(
+    ("avx512", MmaAtom(name=f"cpu_avx512_gemm_6x64_{d}_rrr", issued_by="worker", requires=("avx512",),
+                       m=6, n=64, k=1, d_dtype=d, a_dtype=d, b_dtype=d, c_dtype=d,
                        a_major="K", b_major="N", a_storage="gmem", b_storage="gmem",
-                       a_layout="(M,K):(K,1)", b_layout="(K,N):(N,1)", c_layout="(M,N):(N,1)")),
+                       a_layout="(M,K):(K,1)", b_layout="(K,N):(N,1)", c_layout="(M,N):(N,1)"))
+    for d in ("f32", "bf16")
 )
 
 
