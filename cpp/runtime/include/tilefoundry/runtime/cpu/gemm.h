@@ -19,7 +19,8 @@
 // atom is the numerical policy any BLAS call has (seed 003 lets a proved region become one atom).
 #pragma once
 
-#if defined(__AVX512F__)
+// The atoms need AVX-512 F, BW (16-bit masked loads) and VL: the catalog lists them only then.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 
 #include <immintrin.h>
 
@@ -297,4 +298,4 @@ inline void gemm(const bf16* a, const bf16* b, bf16* c, int64_t batch, int64_t m
 
 }  // namespace tilefoundry::host
 
-#endif  // __AVX512F__
+#endif  // __AVX512F__ && __AVX512BW__ && __AVX512VL__
