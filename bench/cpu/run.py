@@ -28,7 +28,7 @@ import torch
 
 import tilefoundry
 from tilefoundry.check import allclose, check
-from tilefoundry.dsl import ConstTensor, Tensor, f32, func, tf
+from tilefoundry.dsl import ConstTensor, Tensor, bf16, f32, func, tf
 
 N = 4096
 M = K = NN = 1024
@@ -51,6 +51,11 @@ def softmax(x: Tensor[(N, N), f32]):
 
 @func
 def gemm(a: Tensor[(M, K), f32], b: Tensor[(K, NN), f32]):
+    return a @ b
+
+
+@func
+def gemm_half(a: Tensor[(M, K), bf16], b: Tensor[(K, NN), bf16]):
     return a @ b
 
 
@@ -83,6 +88,13 @@ CASES: list[tuple[str, object, Callable[..., torch.Tensor], Callable[[torch.Gene
         gemm,
         torch.matmul,
         lambda g: (torch.randn(M, K, generator=g), torch.randn(K, NN, generator=g)),
+        2.0 * M * K * NN,
+    ),
+    (
+        "gemm bf16",
+        gemm_half,
+        torch.matmul,
+        lambda g: (torch.randn(M, K, generator=g).bfloat16(), torch.randn(K, NN, generator=g).bfloat16()),
         2.0 * M * K * NN,
     ),
 ]
@@ -132,7 +144,8 @@ def main() -> None:
         t0 = time.perf_counter()
         ours = tilefoundry.jit(fn, target="cpu")
         hit = time.perf_counter() - t0
-        report = check(ours, fn, inputs, expect={"output": [allclose(atol=1e-3, rtol=1e-3)]})
+        tol = 2e-2 if inputs[0].dtype == torch.bfloat16 else 1e-3
+        report = check(ours, fn, inputs, expect={"output": [allclose(atol=tol, rtol=tol)]})
         assert report.passed, f"{name}:\n{report}"
         compiled_ref = torch.compile(ref)
         out = ours(*inputs)
