@@ -274,3 +274,21 @@ def test_large_outputs_are_faulted_in_huge_pages() -> None:
     out = compiled(x)
     assert torch.equal(out, x * 2.0)
     assert _huge_kib(out.data_ptr() + out.numel() * 2) >= 2048
+
+
+def test_huge_pages_option_turns_the_advice_off() -> None:
+    """Option huge_pages=False leaves the default pages (no advice in the entry); a non-bool is refused."""
+
+    @func
+    def small(x: Tensor[(T, 8), f32]):
+        return x + 1.0
+
+    def source(options: dict) -> str:
+        seen: dict[str, str] = {}
+        tilefoundry.compile(small, target="cpu", options=options, dump=seen.__setitem__)
+        return next(v for k, v in seen.items() if k.startswith("generate source"))
+
+    on, off = source({}), source({"huge_pages": False})
+    assert "prefer_huge_pages(a_out0);" in on and "prefer_huge_pages" not in off
+    with pytest.raises(TargetUnavailable, match=r"cpu: option huge_pages must be True or False, got 1"):
+        tilefoundry.compile(small, target="cpu", options={"huge_pages": 1})

@@ -276,7 +276,6 @@ template <class T>
 struct Scratch {
   explicit Scratch(int64_t n) : ptr(n > 0 ? static_cast<T*>(std::aligned_alloc(64, ((n * sizeof(T) + 63) / 64) * 64)) : nullptr) {
     if (n > 0 && ptr == nullptr) TVM_FFI_THROW(RuntimeError) << "out of memory allocating " << n << " elements";
-    prefer_huge_pages(ptr, n * static_cast<int64_t>(sizeof(T)));
   }
   ~Scratch() { std::free(ptr); }
   Scratch(const Scratch&) = delete;

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tilefoundry.ir.errors import PlanError, TargetUnavailable
+from tilefoundry.ir.errors import TargetUnavailable
 from tilefoundry.ir.target import LinkedLibrary, Sources
 from tilefoundry.runtime.headers import cuda_include_dirs, cutlass_include_dir, runtime_include_dir
 
@@ -87,19 +87,8 @@ def include_flags() -> tuple[str, ...]:
 
 
 def option_flags(options: Mapping[str, Any]) -> tuple[str, ...]:
-    """Flags the compile options add: `vector_math=False` -> `-DTILEFOUNDRY_SCALAR_MATH`.
-
-    Raises:
-        PlanError: `vector_math` is not a bool.
-    """
-    vector_math = options.get("vector_math", True)
-    if not isinstance(vector_math, bool):
-        raise PlanError(
-            f"cpu: option vector_math must be True or False, got {vector_math!r}",
-            expected="a bool",
-            got=vector_math,
-        )
-    return () if vector_math else ("-DTILEFOUNDRY_SCALAR_MATH",)
+    """Flags the compile options add: `vector_math=False` -> `-DTILEFOUNDRY_SCALAR_MATH`."""
+    return () if options.get("vector_math", True) else ("-DTILEFOUNDRY_SCALAR_MATH",)
 
 
 def compile_flags(options: Mapping[str, Any] | None = None) -> tuple[str, ...]:

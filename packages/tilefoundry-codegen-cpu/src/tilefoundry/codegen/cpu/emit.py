@@ -362,7 +362,7 @@ def _kernel(program: Program, k: Kernel) -> list[str]:
     return [*head, sig, *body.stmt(k.body, 1, {}), "}", ""]
 
 
-def _entry(program: Program) -> list[str]:
+def _entry(program: Program, huge_pages: bool) -> list[str]:
     cx = CExpr({b.var.name: f"d_{b.var.name}" for b in program.dims})
     args = ", ".join(f"tvm::ffi::TensorView a_{b.name}" for b in program.params)
     out = [f"void {program.name}_entry({args}) {{", f'  const Entry e{{"{program.name}"}};']
@@ -383,10 +383,13 @@ def _entry(program: Program) -> list[str]:
                 out.append(f'  e.extent(a_{b.name}, "{b.name}", {axis}, {cx.dim(dim)}, "{format_dim(dim)}");')
     pairs = ", ".join(f'{{"{b.name}", &a_{b.name}}}' for b in program.params)
     out.append(f"  e.noalias({{{pairs}}}, {program.output_count});")
-    out += [f"  prefer_huge_pages(a_{b.name});" for b in program.outputs]
+    if huge_pages:
+        out += [f"  prefer_huge_pages(a_{b.name});" for b in program.outputs]
     for t in program.temps:
         count = " * ".join(cx.dim(d) for d in t.shape) or "1"
         out.append(f"  Scratch<{ctype(t.dtype)}> {cname(t)}_mem({count});  // {_shape(t.shape)} {t.dtype}")
+        if huge_pages:
+            out.append(f"  prefer_huge_pages({cname(t)}_mem.ptr, ({count}) * {t.dtype.itemsize});")
     for k in program.kernels:
         args_k = [_ptr(b) for b in (*k.reads, *k.writes)]
         args_k += [f"d_{d.var.name}" for d in program.dims]
@@ -403,12 +406,13 @@ def _ptr(b: Any) -> str:
     return f"data<{t}>(a_{b.name})"
 
 
-def emit_module(name: str, programs: tuple[Program, ...], headers: str = "") -> str:
+def emit_module(name: str, programs: tuple[Program, ...], headers: str = "", huge_pages: bool = True) -> str:
     """The C++ translation unit of a module's scheduled programs.
 
     Args:
         headers: the runtime header digest the source is generated against; it is written in
             the first line, so build caches keyed by the source never reuse a stale library.
+        huge_pages: advise 2 MiB pages on outputs and temporaries before their first touch.
     """
     for p in programs:
         for b in p.params:
@@ -430,7 +434,7 @@ def emit_module(name: str, programs: tuple[Program, ...], headers: str = "") -> 
             lines += _kernel(p, k)
     lines += ["}  // namespace", ""]
     for p in programs:
-        lines += _entry(p)
+        lines += _entry(p, huge_pages)
     return "\n".join(lines)
 
 
@@ -441,7 +445,7 @@ def codegen(scheduled: Any, options: Mapping[str, Any]) -> Sources:
     (`reuse.reuse_sum_terms`); its decisions appear as comments above the kernels.
     """
     programs = tuple(reuse_sum_terms(p) for p in scheduled.programs)
-    text = emit_module(scheduled.name, programs, runtime_digest())
+    text = emit_module(scheduled.name, programs, runtime_digest(), options.get("huge_pages", True))
     return Sources(
         target=NAME, files={f"{scheduled.name}.cc": text}, entries=tuple(p.name for p in scheduled.programs)
     )

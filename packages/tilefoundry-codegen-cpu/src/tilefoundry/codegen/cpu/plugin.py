@@ -1,8 +1,11 @@
 """Hooks of the cpu target: catalog and probe from the host's facts; codegen and builder.
 
-Compile options read here: "isa" ("avx512", "avx2", "sse2", "neon") describes a narrower
-vector ISA than the host's widest; "vector_math" (default True: glibc's libmvec, <= 4 ulp;
-False: scalar glibc math, <= 1 ulp, not vectorized) is checked with the catalog, before planning.
+Compile options of the cpu target, checked with the catalog, before planning:
+
+- "isa" ("avx512", "avx2", "sse2", "neon"): describe a narrower vector ISA than the host's widest;
+- "vector_math" (default True: glibc's libmvec, <= 4 ulp; False: scalar glibc math, <= 1 ulp, not
+  vectorized);
+- "huge_pages" (default True): advise 2 MiB pages on outputs and temporaries before first touch.
 """
 
 from collections.abc import Mapping
@@ -21,9 +24,24 @@ def tilefoundry_target_name() -> str:
     return NAME
 
 
+BOOL_OPTIONS = ("vector_math", "huge_pages")
+
+
+def check_options(options: Mapping[str, Any]) -> None:
+    """Refuse a non-bool value of a bool option.
+
+    Raises:
+        ValueError: naming the option and the value given.
+    """
+    for name in BOOL_OPTIONS:
+        value = options.get(name, True)
+        if not isinstance(value, bool):
+            raise ValueError(f"cpu: option {name} must be True or False, got {value!r}")
+
+
 @hookimpl
 def tilefoundry_target_catalog(options: Mapping[str, Any]) -> TargetCatalog:
-    build.option_flags(options)
+    check_options(options)
     return host_catalog(host_facts(), options.get("isa"))
 
 
