@@ -112,6 +112,40 @@ inline void gemm_f32_tile(int64_t kc, const float* __restrict__ a, const TB* __r
   TILEFOUNDRY_GEMM_OUT(0) TILEFOUNDRY_GEMM_OUT(1) TILEFOUNDRY_GEMM_OUT(2)
   TILEFOUNDRY_GEMM_OUT(3) TILEFOUNDRY_GEMM_OUT(4) TILEFOUNDRY_GEMM_OUT(5)
 }
+#if defined(__AVX512BF16__)
+// The same 6x64 tile on bf16 pairs: `a` packed [kcp][6] and `b` [kcp][64], each 32-bit word two
+// bf16 of consecutive k; one vdpbf16ps adds both products per lane (the instruction treats
+// subnormal inputs as zero and rounds to nearest even, as torch's AVX512-BF16 path does).
+#define TILEFOUNDRY_GEMM_DOT(i)                                  \
+  {                                                             \
+    const __m512bh ai = (__m512bh)_mm512_set1_epi32(ap[i]);     \
+    c##i##0 = _mm512_dpbf16_ps(c##i##0, ai, b0);                \
+    c##i##1 = _mm512_dpbf16_ps(c##i##1, ai, b1);                \
+    c##i##2 = _mm512_dpbf16_ps(c##i##2, ai, b2);                \
+    c##i##3 = _mm512_dpbf16_ps(c##i##3, ai, b3);                \
+  }
+inline void gemm_bf16_dot_tile(int64_t kcp, const uint32_t* __restrict__ a, const uint32_t* __restrict__ b,
+                               float* __restrict__ c, int64_t ldc, int rows, int64_t cols, bool accumulate) {
+  __mmask16 m[4];
+  for (int v = 0; v < 4; ++v) {
+    const int64_t left = std::clamp<int64_t>(cols - 16 * v, 0, 16);
+    m[v] = static_cast<__mmask16>(left == 16 ? 0xffffu : (1u << left) - 1u);
+  }
+  TILEFOUNDRY_GEMM_ROW(0) TILEFOUNDRY_GEMM_ROW(1) TILEFOUNDRY_GEMM_ROW(2)
+  TILEFOUNDRY_GEMM_ROW(3) TILEFOUNDRY_GEMM_ROW(4) TILEFOUNDRY_GEMM_ROW(5)
+  for (int64_t p = 0; p < kcp; ++p) {
+    const uint32_t* bp = b + p * kGemmNR;
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp), b1 = (__m512bh)_mm512_loadu_si512(bp + 16);
+    const __m512bh b2 = (__m512bh)_mm512_loadu_si512(bp + 32), b3 = (__m512bh)_mm512_loadu_si512(bp + 48);
+    const uint32_t* ap = a + p * kGemmMR;
+    TILEFOUNDRY_GEMM_DOT(0) TILEFOUNDRY_GEMM_DOT(1) TILEFOUNDRY_GEMM_DOT(2)
+    TILEFOUNDRY_GEMM_DOT(3) TILEFOUNDRY_GEMM_DOT(4) TILEFOUNDRY_GEMM_DOT(5)
+  }
+  TILEFOUNDRY_GEMM_OUT(0) TILEFOUNDRY_GEMM_OUT(1) TILEFOUNDRY_GEMM_OUT(2)
+  TILEFOUNDRY_GEMM_OUT(3) TILEFOUNDRY_GEMM_OUT(4) TILEFOUNDRY_GEMM_OUT(5)
+}
+#undef TILEFOUNDRY_GEMM_DOT
+#endif  // __AVX512BF16__
 #undef TILEFOUNDRY_GEMM_ROW
 #undef TILEFOUNDRY_GEMM_FMA
 #undef TILEFOUNDRY_GEMM_OUT
@@ -147,14 +181,83 @@ inline void gemm_pack_b_panel(const TB* __restrict__ b, int64_t ldb, int64_t kc,
   }
 }
 
-struct AlignedFloats {
-  explicit AlignedFloats(int64_t n)
-      : ptr(static_cast<float*>(std::aligned_alloc(64, ((std::max<int64_t>(n, 1) * 4 + 63) / 64) * 64))) {}
-  ~AlignedFloats() { std::free(ptr); }
-  AlignedFloats(const AlignedFloats&) = delete;
-  AlignedFloats& operator=(const AlignedFloats&) = delete;
-  float* ptr;
+#if defined(__AVX512BF16__)
+inline uint32_t gemm_pair(const bf16* p, bool both) {
+  return static_cast<uint32_t>(p[0].bits) | (both ? static_cast<uint32_t>(p[1].bits) << 16 : 0u);
+}
+
+// A (rows, kc) bf16 -> slivers [rows / MR][ceil(kc / 2)][MR] of k-pairs, zero-padded.
+inline void gemm_pack_a_pairs(const bf16* __restrict__ a, int64_t lda, int64_t rows, int64_t kc,
+                              uint32_t* __restrict__ out) {
+  const int64_t kcp = (kc + 1) / 2;
+  for (int64_t s = 0; s < rows; s += kGemmMR) {
+    const int64_t mr = std::min<int64_t>(kGemmMR, rows - s);
+    uint32_t* o = out + s * kcp;
+    for (int64_t p = 0; p < kcp; ++p) {
+      for (int64_t i = 0; i < mr; ++i) o[p * kGemmMR + i] = gemm_pair(a + (s + i) * lda + 2 * p, 2 * p + 1 < kc);
+      for (int64_t i = mr; i < kGemmMR; ++i) o[p * kGemmMR + i] = 0u;
+    }
+  }
+}
+
+// One 64-column panel of B (kc, cols) bf16 -> [ceil(kc / 2)][64] k-pairs, zero-padded.
+inline void gemm_pack_b_pairs(const bf16* __restrict__ b, int64_t ldb, int64_t kc, int64_t cols,
+                              uint32_t* __restrict__ out) {
+  for (int64_t p = 0; p < (kc + 1) / 2; ++p) {
+    const bool both = 2 * p + 1 < kc;
+    for (int64_t j = 0; j < kGemmNR; ++j) {
+      const bf16 lo = j < cols ? b[2 * p * ldb + j] : bf16{0};
+      const bf16 hi = j < cols && both ? b[(2 * p + 1) * ldb + j] : bf16{0};
+      out[p * kGemmNR + j] = static_cast<uint32_t>(lo.bits) | (static_cast<uint32_t>(hi.bits) << 16);
+    }
+  }
+}
+#endif  // __AVX512BF16__
+
+template <class T>
+struct Aligned {
+  explicit Aligned(int64_t n)
+      : ptr(static_cast<T*>(std::aligned_alloc(64, ((std::max<int64_t>(n, 1) * sizeof(T) + 63) / 64) * 64))) {}
+  ~Aligned() { std::free(ptr); }
+  Aligned(const Aligned&) = delete;
+  Aligned& operator=(const Aligned&) = delete;
+  T* ptr;
 };
+
+// How the operands are packed for one micro-kernel: widened to f32 (any A and B), or kept as
+// bf16 k-pairs for vdpbf16ps. `kStep` k values share one packed element.
+template <class TA, class TB>
+struct GemmF32Path {
+  using Packed = float;
+  static constexpr int64_t kStep = 1;
+  static void pack_a(const TA* a, int64_t lda, int64_t rows, int64_t kc, float* out) {
+    gemm_pack_a(a, lda, rows, kc, out);
+  }
+  static void pack_b(const TB* b, int64_t ldb, int64_t kc, int64_t cols, float* out) {
+    gemm_pack_b_panel(b, ldb, kc, cols, out);
+  }
+  static void tile(int64_t kcp, const float* a, const float* b, float* c, int64_t ldc, int rows, int64_t cols,
+                   bool accumulate) {
+    gemm_f32_tile(kcp, a, b, kGemmNR, c, ldc, rows, cols, accumulate);
+  }
+};
+
+#if defined(__AVX512BF16__)
+struct GemmBf16DotPath {
+  using Packed = uint32_t;
+  static constexpr int64_t kStep = 2;
+  static void pack_a(const bf16* a, int64_t lda, int64_t rows, int64_t kc, uint32_t* out) {
+    gemm_pack_a_pairs(a, lda, rows, kc, out);
+  }
+  static void pack_b(const bf16* b, int64_t ldb, int64_t kc, int64_t cols, uint32_t* out) {
+    gemm_pack_b_pairs(b, ldb, kc, cols, out);
+  }
+  static void tile(int64_t kcp, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, int rows,
+                   int64_t cols, bool accumulate) {
+    gemm_bf16_dot_tile(kcp, a, b, c, ldc, rows, cols, accumulate);
+  }
+};
+#endif  // __AVX512BF16__
 
 // A rectangle of C: rows [r0, r1) x columns [c0, c1).
 struct GemmShare {
@@ -171,21 +274,22 @@ inline GemmShare gemm_task(int64_t i, int64_t cb, int64_t rg, int64_t m, int64_t
 }
 
 // Rows [r0, r1) x columns [c0, c1) of C (m,n) = A . B, reading A packed by K block:
-// apack + pc * padded_m + (row) * kc.  `bpack` holds (kc, kGemmNC) for this worker.
-template <class TB>
+// apack + (pc / kStep) * m_pad + (row) * kcp. `bpack` holds (kcp, kGemmNC) for this worker; without
+// it (f32 path only) B is read in place.
+template <class Path, class TB>
 inline void gemm_f32_share(const TB* b, float* c, int64_t m_pad, int64_t n, int64_t k, int64_t kb,
-                           const float* apack, const GemmShare& sh, float* bpack, bool pack_b) {
+                           const typename Path::Packed* apack, const GemmShare& sh,
+                           typename Path::Packed* bpack) {
   for (int64_t nc0 = sh.c0; nc0 < sh.c1; nc0 += kGemmNC) {
     const int64_t nc1 = std::min(sh.c1, nc0 + kGemmNC);
     for (int64_t pc = 0; pc < k; pc += kb) {
-      const int64_t kc = std::min(kb, k - pc);
-      if (pack_b) {
+      const int64_t kc = std::min(kb, k - pc), kcp = (kc + Path::kStep - 1) / Path::kStep;
+      if (bpack != nullptr) {
         for (int64_t j0 = nc0; j0 < nc1; j0 += kGemmNR) {
-          gemm_pack_b_panel(b + pc * n + j0, n, kc, std::min<int64_t>(kGemmNR, nc1 - j0),
-                            bpack + (j0 - nc0) * kc);
+          Path::pack_b(b + pc * n + j0, n, kc, std::min<int64_t>(kGemmNR, nc1 - j0), bpack + (j0 - nc0) * kcp);
         }
       }
-      const float* ablock = apack + pc * m_pad;
+      const typename Path::Packed* ablock = apack + pc / Path::kStep * m_pad;
       for (int64_t i1 = sh.r0; i1 < sh.r1; i1 += kGemmMC) {
         const int64_t i_end = std::min(sh.r1, i1 + kGemmMC);
         for (int64_t j0 = nc0; j0 < nc1; j0 += kGemmNR) {
@@ -193,9 +297,9 @@ inline void gemm_f32_share(const TB* b, float* c, int64_t m_pad, int64_t n, int6
           for (int64_t i0 = i1; i0 < i_end; i0 += kGemmMR) {
             const int rows = static_cast<int>(std::min<int64_t>(kGemmMR, i_end - i0));
             float* ct = c + i0 * n + j0;
-            if (pack_b) {
-              gemm_f32_tile(kc, ablock + i0 * kc, bpack + (j0 - nc0) * kc, kGemmNR, ct, n, rows, cols, pc > 0);
-            } else {
+            if (bpack != nullptr) {
+              Path::tile(kcp, ablock + i0 * kcp, bpack + (j0 - nc0) * kcp, ct, n, rows, cols, pc > 0);
+            } else if constexpr (Path::kStep == 1) {
               gemm_f32_tile(kc, ablock + i0 * kc, b + pc * n + j0, n, ct, n, rows, cols, pc > 0);
             }
           }
@@ -208,12 +312,13 @@ inline void gemm_f32_share(const TB* b, float* c, int64_t m_pad, int64_t n, int6
 // One GEMM (no batch) of at most the chunk's rows: A packed once (every K block) by the team, one
 // barrier; then rectangles of C are taken dynamically, each packing its own B panels (or, with
 // few rows, reading B in place in 256-column blocks).
-template <class TA, class TB>
+template <class Path, class TA, class TB>
 inline void gemm_f32_one(const TA* a, const TB* b, float* c, int64_t m, int64_t n, int64_t k,
-                         float* apack, bool parallel) {
+                         typename Path::Packed* apack, bool parallel) {
+  using Packed = typename Path::Packed;
   const int64_t m_pad = (m + kGemmMR - 1) / kGemmMR * kGemmMR;
   const int64_t slivers = m_pad / kGemmMR;
-  const bool pack_b = m >= kGemmPackBRows;
+  const bool pack_b = Path::kStep > 1 || m >= kGemmPackBRows;
   const int64_t kb = pack_b ? kGemmKC : kGemmKCInPlace;
   const int64_t kblocks = (k + kb - 1) / kb;
 #pragma omp parallel if (parallel)
@@ -221,9 +326,9 @@ inline void gemm_f32_one(const TA* a, const TB* b, float* c, int64_t m, int64_t 
 #pragma omp for collapse(2) schedule(static)
     for (int64_t pb = 0; pb < kblocks; ++pb) {
       for (int64_t s = 0; s < slivers; ++s) {
-        const int64_t pc = pb * kb, kc = std::min(kb, k - pc);
-        gemm_pack_a(a + s * kGemmMR * k + pc, k, std::min<int64_t>(kGemmMR, m - s * kGemmMR), kc,
-                    apack + pc * m_pad + s * kGemmMR * kc);
+        const int64_t pc = pb * kb, kc = std::min(kb, k - pc), kcp = (kc + Path::kStep - 1) / Path::kStep;
+        Path::pack_a(a + s * kGemmMR * k + pc, k, std::min<int64_t>(kGemmMR, m - s * kGemmMR), kc,
+                     apack + pc / Path::kStep * m_pad + s * kGemmMR * kcp);
       }
     }
     if (pack_b) {
@@ -237,10 +342,10 @@ inline void gemm_f32_one(const TA* a, const TB* b, float* c, int64_t m, int64_t 
       const int64_t panels = (n + kGemmNR - 1) / kGemmNR;
       const int64_t cb = std::min(panels, 4 * workers);
       const int64_t rg = std::min(slivers, (4 * workers + cb - 1) / cb);
-      AlignedFloats bpack(kGemmKC * kGemmNC);
+      Aligned<Packed> bpack(kGemmKC * kGemmNC);
 #pragma omp for schedule(dynamic)
       for (int64_t i = 0; i < cb * rg; ++i) {
-        gemm_f32_share(b, c, m_pad, n, k, kb, apack, gemm_task(i, cb, rg, m, n), bpack.ptr, true);
+        gemm_f32_share<Path>(b, c, m_pad, n, k, kb, apack, gemm_task(i, cb, rg, m, n), bpack.ptr);
       }
     } else {
       // B read in place: memory-bound, so column blocks go dynamically to whichever worker is free.
@@ -248,15 +353,15 @@ inline void gemm_f32_one(const TA* a, const TB* b, float* c, int64_t m, int64_t 
 #pragma omp for schedule(dynamic)
       for (int64_t j = 0; j < blocks; ++j) {
         const GemmShare sh{0, m, j * kGemmNCInPlace, std::min(n, (j + 1) * kGemmNCInPlace)};
-        gemm_f32_share(b, c, m_pad, n, k, kb, apack, sh, nullptr, false);
+        gemm_f32_share<Path>(b, c, m_pad, n, k, kb, apack, sh, static_cast<Packed*>(nullptr));
       }
     }
   }
 }
 
 
-// C[b] (m,n) = A[b] (m,k) . B[b] (k,n) for b < batch into f32 C; A and B float or bf16.
-template <class TA, class TB>
+// C[b] (m,n) = A[b] (m,k) . B[b] (k,n) for b < batch into f32 C, the operands packed by `Path`.
+template <class Path, class TA, class TB>
 inline void gemm_run(const TA* a, const TB* b, float* c, int64_t batch, int64_t m, int64_t n, int64_t k) {
   if (batch <= 0 || m <= 0 || n <= 0) return;
   if (k <= 0) {
@@ -265,12 +370,12 @@ inline void gemm_run(const TA* a, const TB* b, float* c, int64_t batch, int64_t 
   }
   const int64_t chunk = std::max<int64_t>(kGemmMR, (int64_t(1) << 22) / k / kGemmMR * kGemmMR);
   const int64_t rows = std::min(m, chunk);
-  AlignedFloats apack((rows + kGemmMR) * k);
+  Aligned<typename Path::Packed> apack((rows + kGemmMR) * (k + Path::kStep));
   const bool parallel = m * n * k >= (int64_t(1) << 18);
   for (int64_t i = 0; i < batch; ++i) {
     for (int64_t r = 0; r < m; r += rows) {
       const int64_t mr = std::min(rows, m - r);
-      gemm_f32_one(a + (i * m + r) * k, b + i * k * n, c + (i * m + r) * n, mr, n, k, apack.ptr, parallel);
+      gemm_f32_one<Path>(a + (i * m + r) * k, b + i * k * n, c + (i * m + r) * n, mr, n, k, apack.ptr, parallel);
     }
   }
 }
@@ -281,15 +386,25 @@ inline void gemm_run(const TA* a, const TB* b, float* c, int64_t batch, int64_t 
 // K == 0 writes zeros; an empty M or N does nothing. Work below ~2^18 multiply-adds stays on
 // the calling thread; rows go in chunks so the packed copy of A stays within 16 MiB.
 inline void gemm(const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n, int64_t k) {
-  detail::gemm_run(a, b, c, batch, m, n, k);
+  detail::gemm_run<detail::GemmF32Path<float, float>>(a, b, c, batch, m, n, k);
 }
 
-// bf16 operands: the f32 sums land in a scratch C, then each result is rounded to bf16 once.
+// bf16 operands: the f32 sums land in a scratch C, then each result is rounded to bf16 once. With
+// AVX512-BF16 and enough rows to pack B, pairs of products go through vdpbf16ps; otherwise the
+// operands are widened to f32 (B read in place below 48 rows).
 inline void gemm(const bf16* a, const bf16* b, bf16* c, int64_t batch, int64_t m, int64_t n, int64_t k) {
   if (batch <= 0 || m <= 0 || n <= 0) return;
-  detail::AlignedFloats sums(m * n);
+  detail::Aligned<float> sums(m * n);
   for (int64_t i = 0; i < batch; ++i) {
-    detail::gemm_run(a + i * m * k, b + i * k * n, sums.ptr, 1, m, n, k);
+#if defined(__AVX512BF16__)
+    if (m >= detail::kGemmPackBRows) {
+      detail::gemm_run<detail::GemmBf16DotPath>(a + i * m * k, b + i * k * n, sums.ptr, 1, m, n, k);
+    } else {
+      detail::gemm_run<detail::GemmF32Path<bf16, bf16>>(a + i * m * k, b + i * k * n, sums.ptr, 1, m, n, k);
+    }
+#else
+    detail::gemm_run<detail::GemmF32Path<bf16, bf16>>(a + i * m * k, b + i * k * n, sums.ptr, 1, m, n, k);
+#endif
     bf16* ci = c + i * m * n;
 #pragma omp parallel for schedule(static) if (m * n >= (int64_t(1) << 16))
     for (int64_t e = 0; e < m * n; ++e) ci[e] = to_bf16(sums.ptr[e]);
