@@ -1,7 +1,8 @@
 // The cpu GEMM atoms `cpu_avx512_gemm_6x64_{f32,bf16}_rrr`: C = A . B over compact row-major
 // matrices, realized as packed, register-blocked AVX-512 (BLIS-style loops around a 6x64 f32
-// micro-kernel). bf16 operands become f32 as they are packed (or loaded, when B is read in
-// place); the sum is f32 and each bf16 result is rounded once, as torch computes a bf16 matmul.
+// micro-kernel). bf16 operands are packed as k-pairs for vdpbf16ps where the host has
+// AVX512-BF16 (and 48 rows or more), else widened to f32 as they are packed or loaded; the sum is
+// f32 and each bf16 result is rounded once, as torch computes a bf16 matmul.
 //
 //   gemm(a, b, c, batch, m, n, k);   // C[b] (m,n) = A[b] (m,k) . B[b] (k,n); float or bf16
 //
