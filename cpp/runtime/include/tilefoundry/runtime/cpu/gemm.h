@@ -276,11 +276,12 @@ inline GemmShare gemm_task(int64_t i, int64_t cb, int64_t rg, int64_t m, int64_t
 
 // Rows [r0, r1) x columns [c0, c1) of C (m,n) = A . B, reading A packed by K block:
 // apack + (pc / kStep) * m_pad + (row) * kcp. `bpack` holds (kcp, kGemmNC) for this worker; without
-// it (f32 path only) B is read in place.
+// it (f32 path only) B is read in place. With `round_to`, each finished block of f32 sums is also
+// rounded into that bf16 C (same offsets), inside the task: no second pass over the team.
 template <class Path, class TB>
 inline void gemm_f32_share(const TB* b, float* c, int64_t m_pad, int64_t n, int64_t k, int64_t kb,
                            const typename Path::Packed* apack, const GemmShare& sh,
-                           typename Path::Packed* bpack) {
+                           typename Path::Packed* bpack, bf16* round_to) {
   for (int64_t nc0 = sh.c0; nc0 < sh.c1; nc0 += kGemmNC) {
     const int64_t nc1 = std::min(sh.c1, nc0 + kGemmNC);
     for (int64_t pc = 0; pc < k; pc += kb) {
@@ -307,6 +308,11 @@ inline void gemm_f32_share(const TB* b, float* c, int64_t m_pad, int64_t n, int6
         }
       }
     }
+    if (round_to != nullptr) {
+      for (int64_t i = sh.r0; i < sh.r1; ++i) {
+        for (int64_t j = nc0; j < nc1; ++j) round_to[i * n + j] = to_bf16(c[i * n + j]);
+      }
+    }
   }
 }
 
@@ -314,7 +320,7 @@ inline void gemm_f32_share(const TB* b, float* c, int64_t m_pad, int64_t n, int6
 // barrier; then rectangles of C are taken dynamically, each packing its own B panels (or, with
 // few rows, reading B in place in 256-column blocks).
 template <class Path, class TA, class TB>
-inline void gemm_f32_one(const TA* a, const TB* b, float* c, int64_t m, int64_t n, int64_t k,
+inline void gemm_f32_one(const TA* a, const TB* b, float* c, bf16* round_to, int64_t m, int64_t n, int64_t k,
                          typename Path::Packed* apack, bool parallel) {
   using Packed = typename Path::Packed;
   const int64_t m_pad = (m + kGemmMR - 1) / kGemmMR * kGemmMR;
@@ -346,7 +352,7 @@ inline void gemm_f32_one(const TA* a, const TB* b, float* c, int64_t m, int64_t 
       Aligned<Packed> bpack(kGemmKC * kGemmNC);
 #pragma omp for schedule(dynamic)
       for (int64_t i = 0; i < cb * rg; ++i) {
-        gemm_f32_share<Path>(b, c, m_pad, n, k, kb, apack, gemm_task(i, cb, rg, m, n), bpack.ptr);
+        gemm_f32_share<Path>(b, c, m_pad, n, k, kb, apack, gemm_task(i, cb, rg, m, n), bpack.ptr, round_to);
       }
     } else {
       // B read in place: memory-bound, so column blocks go dynamically to whichever worker is free.
@@ -354,21 +360,18 @@ inline void gemm_f32_one(const TA* a, const TB* b, float* c, int64_t m, int64_t 
 #pragma omp for schedule(dynamic)
       for (int64_t j = 0; j < blocks; ++j) {
         const GemmShare sh{0, m, j * kGemmNCInPlace, std::min(n, (j + 1) * kGemmNCInPlace)};
-        gemm_f32_share<Path>(b, c, m_pad, n, k, kb, apack, sh, static_cast<Packed*>(nullptr));
+        gemm_f32_share<Path>(b, c, m_pad, n, k, kb, apack, sh, static_cast<Packed*>(nullptr), round_to);
       }
     }
   }
 }
 
 
-// C[b] (m,n) = A[b] (m,k) . B[b] (k,n) for b < batch into f32 C, the operands packed by `Path`.
+// C[b] (m,n) = A[b] (m,k) . B[b] (k,n) for b < batch into f32 C (and rounded into `round_to`
+// when given), the operands packed by `Path`. Needs k >= 1.
 template <class Path, class TA, class TB>
-inline void gemm_run(const TA* a, const TB* b, float* c, int64_t batch, int64_t m, int64_t n, int64_t k) {
-  if (batch <= 0 || m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    std::memset(c, 0, sizeof(float) * batch * m * n);
-    return;
-  }
+inline void gemm_run(const TA* a, const TB* b, float* c, bf16* round_to, int64_t batch, int64_t m, int64_t n,
+                     int64_t k) {
   const int64_t chunk = std::max<int64_t>(kGemmMR, (int64_t(1) << 22) / k / kGemmMR * kGemmMR);
   const int64_t rows = std::min(m, chunk);
   Aligned<typename Path::Packed> apack((rows + kGemmMR) * (k + Path::kStep));
@@ -376,7 +379,9 @@ inline void gemm_run(const TA* a, const TB* b, float* c, int64_t batch, int64_t 
   for (int64_t i = 0; i < batch; ++i) {
     for (int64_t r = 0; r < m; r += rows) {
       const int64_t mr = std::min(rows, m - r);
-      gemm_f32_one<Path>(a + (i * m + r) * k, b + i * k * n, c + (i * m + r) * n, mr, n, k, apack.ptr, parallel);
+      bf16* rounded = round_to == nullptr ? nullptr : round_to + (i * m + r) * n;
+      gemm_f32_one<Path>(a + (i * m + r) * k, b + i * k * n, c + (i * m + r) * n, rounded, mr, n, k, apack.ptr,
+                         parallel);
     }
   }
 }
@@ -387,28 +392,33 @@ inline void gemm_run(const TA* a, const TB* b, float* c, int64_t batch, int64_t 
 // K == 0 writes zeros; an empty M or N does nothing. Work below ~2^18 multiply-adds stays on
 // the calling thread; rows go in chunks so the packed copy of A stays within 16 MiB.
 inline void gemm(const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n, int64_t k) {
-  detail::gemm_run<detail::GemmF32Path<float, float>>(a, b, c, batch, m, n, k);
+  if (batch <= 0 || m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    std::memset(c, 0, sizeof(float) * batch * m * n);
+    return;
+  }
+  detail::gemm_run<detail::GemmF32Path<float, float>>(a, b, c, nullptr, batch, m, n, k);
 }
 
-// bf16 operands: the f32 sums land in a scratch C, then each result is rounded to bf16 once. With
-// AVX512-BF16 and enough rows to pack B, pairs of products go through vdpbf16ps; otherwise the
-// operands are widened to f32 (B read in place below 48 rows).
+// bf16 operands: the f32 sums land in a scratch C, and each finished block is rounded to bf16
+// once. With AVX512-BF16 and enough rows to pack B, pairs of products go through vdpbf16ps;
+// otherwise the operands are widened to f32 (B read in place below 48 rows).
 inline void gemm(const bf16* a, const bf16* b, bf16* c, int64_t batch, int64_t m, int64_t n, int64_t k) {
   if (batch <= 0 || m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    std::memset(c, 0, sizeof(bf16) * batch * m * n);  // +0.0 in bf16 is all-zero bits
+    return;
+  }
   detail::Aligned<float> sums(m * n);
   for (int64_t i = 0; i < batch; ++i) {
+    const bf16 *ai = a + i * m * k, *bi = b + i * k * n;
 #if defined(__AVX512BF16__)
     if (m >= detail::kGemmPackBRows) {
-      detail::gemm_run<detail::GemmBf16DotPath>(a + i * m * k, b + i * k * n, sums.ptr, 1, m, n, k);
-    } else {
-      detail::gemm_run<detail::GemmF32Path<bf16, bf16>>(a + i * m * k, b + i * k * n, sums.ptr, 1, m, n, k);
+      detail::gemm_run<detail::GemmBf16DotPath>(ai, bi, sums.ptr, c + i * m * n, 1, m, n, k);
+      continue;
     }
-#else
-    detail::gemm_run<detail::GemmF32Path<bf16, bf16>>(a + i * m * k, b + i * k * n, sums.ptr, 1, m, n, k);
 #endif
-    bf16* ci = c + i * m * n;
-#pragma omp parallel for schedule(static) if (m * n >= (int64_t(1) << 16))
-    for (int64_t e = 0; e < m * n; ++e) ci[e] = to_bf16(sums.ptr[e]);
+    detail::gemm_run<detail::GemmF32Path<bf16, bf16>>(ai, bi, sums.ptr, c + i * m * n, 1, m, n, k);
   }
 }
 
