@@ -6,15 +6,20 @@ build cache lives in one directory for the session.
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 import torch
 
 import tilefoundry
-from tilefoundry.check import allclose, check, equal
-from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, i32, i64, module, tf
+from tilefoundry.dsl import module
 
-T = DimVar("T", 1, 33)
-F32 = f32
+sys.path.insert(0, os.path.dirname(__file__))
+import catalogue_programs as cat
+
+# f32 work stays f32; bf16 outputs round to its 8-bit mantissa.
+TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 2e-2}
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -27,165 +32,33 @@ def _build_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 @module
 class Pointwise:
-    @func
-    def unary(x: Tensor[(T, 20), F32]):
-        return (
-            tf.exp(x),
-            tf.exp2(x),
-            tf.log(tf.abs(x) + 0.5),
-            tf.log2(tf.abs(x) + 0.5),
-            tf.sqrt(tf.abs(x)),
-            tf.rsqrt(tf.abs(x) + 0.1),
-            tf.tanh(x),
-            tf.sigmoid(x),
-            tf.silu(x),
-            tf.gelu(x),
-            tf.gelu(x, approximate="tanh"),
-            tf.relu(x),
-            tf.softplus(x * 8.0),
-            -x,
-            tf.abs(x),
-        )
-
-    @func
-    def binary(a: Tensor[(T, 20), F32], b: Tensor[(20,), F32]):
-        return (
-            a + b,
-            a - b,
-            a * b,
-            a / (tf.abs(b) + 1.0),
-            tf.maximum(a, b),
-            tf.minimum(a, b),
-            tf.pow(tf.abs(a) + 0.5, b),
-            tf.where(a > b, a, b),
-            tf.clamp(a, -0.5, 0.5),
-            tf.cast(a < b, "f32") + tf.cast(a >= b, "f32") * 2.0,
-            tf.cast(a, "bf16"),
-            tf.cast(tf.cast(a * 100.0, "i32"), "f32"),
-        )
-
-    @func
-    def halves(x: Tensor[(T, 20), bf16], y: Tensor[(T, 20), bf16]):
-        return tf.silu(x) * y + x, tf.cast(tf.exp(tf.cast(x, "f32")), "bf16")
-
-    @func
-    def logic(a: Tensor[(T, 20), i32], b: Tensor[(T, 20), i32]):
-        return (a + b) * b - a, tf.maximum(a, b), (a > b) & (b > 0), tf.where(a == b, a, -b)
+    unary, binary, halves = cat.pointwise(20, 20)
+    logic = cat.logic
 
 
 @module
 class Reductions:
-    @func
-    def reduce(x: Tensor[(T, 6, 10), F32]):
-        return (
-            tf.sum(x, -1),
-            tf.mean(x, (0, 2)),
-            tf.max(x, 1, keepdim=True),
-            tf.min(x, -1),
-            tf.reduce(x, -1, False, "absmax"),
-            tf.argmax(x, -1),
-            tf.softmax(x, -1),
-            tf.log_softmax(x, 1),
-            tf.sum(x, 0),
-        )
-
-    @func
-    def norms(x: Tensor[(T, 24), F32], w: ConstTensor[(24,), F32], b: ConstTensor[(24,), F32]):
-        return tf.rms_norm(x, w), tf.layer_norm(x, w, b), tf.rms_norm(tf.cast(x, "bf16"), tf.cast(w, "bf16"))
-
-    @func
-    def matmuls(a: Tensor[(T, 12), F32], wm: ConstTensor[(12, 9), F32], bat: Tensor[(3, T, 12), F32]):
-        return a @ wm, bat @ wm, tf.cast(tf.cast(a, "bf16") @ tf.cast(wm, "bf16"), "f32"), a[0] @ wm
+    reduce = cat.reduce
+    norms = cat.norms
+    matmuls = cat.matmuls
 
 
 @module
 class Movement:
-    @func
-    def shapes(x: Tensor[(T, 4, 6), F32], y: Tensor[(T, 4, 6), F32]):
-        return (
-            tf.reshape(x, (T, 24)),
-            tf.transpose(x, (2, 0, 1)),
-            x[:, 1:3, ::2],
-            tf.concat((x, y), 1),
-            tf.stack((x, y), 0),
-            tf.repeat_interleave(x, 2, 1),
-            tf.broadcast_to(x[:, :1, :], (T, 4, 6)),
-            tf.full((T, 3), 1.5, "f32"),
-            tf.arange(0, T, 1, "i64"),
-            x,
-        )
-
-    @func
-    def indexing(x: Tensor[(T, 8), F32], ids: Tensor[(5,), i64], gi: Tensor[(T, 3), i64]):
-        return tf.index_select(x, 1, ids), tf.gather(x, 1, gi), tf.embedding(x, gi)
-
-    @func
-    def cache(cache: Tensor[(2, 16, 4), F32], pos: Tensor[(), i32], new: Tensor[(2, T, 4), F32]):
-        return tf.cache_update(cache, pos, new, axis=1)
+    shapes = cat.shapes
+    indexing = cat.indexing
+    cache = cat.cache
 
 
 @module
 class Model:
-    @func
-    def rope(
-        x: Tensor[(2, 3, T, 8), F32],
-        cos: Tensor[(40, 8), F32],
-        sin: Tensor[(40, 8), F32],
-        positions: Tensor[(T,), i64],
-    ):
-        return tf.rope(x, cos, sin, positions)
-
-    @func
-    def attend(
-        q: Tensor[(2, 4, T, 8), F32],
-        k: Tensor[(2, 2, T, 8), F32],
-        v: Tensor[(2, 2, T, 8), F32],
-        kv_len: Tensor[(2,), i32],
-    ):
-        return (
-            tf.attention(q, k, v, causal=True),
-            tf.attention(q, k, v, scale=0.3),
-            tf.attention(q, k, v, causal=True, kv_len=kv_len),
-        )
-
-
-def _inputs(fn, n: int, gen: torch.Generator) -> tuple:
-    out = []
-    for p in fn.params:
-        shape = tuple(n if not isinstance(d, int) else d for d in p.type.shape)
-        dt = p.type.dtype.torch
-        if p.type.dtype.is_float:
-            out.append(torch.randn(shape, generator=gen).to(dt))
-        else:
-            out.append(torch.randint(-20, 20, shape, generator=gen).to(dt))
-    return tuple(out)
-
-
-def _expect(ref) -> dict:
-    outs = ref if isinstance(ref, tuple) else (ref,)
-    names = ["output"] if not isinstance(ref, tuple) else [f"output[{i}]" for i in range(len(outs))]
-    rules = {}
-    for name, o in zip(names, outs, strict=True):
-        if o.dtype.is_floating_point:
-            tol = 2e-2 if o.dtype == torch.bfloat16 else 1e-4
-            rules[name] = [allclose(atol=tol, rtol=tol)]
-        else:
-            rules[name] = [equal()]
-    return rules
+    rope = cat.rope
+    attend = cat.attend
 
 
 def _run(mod, fn_name: str, sizes: tuple[int, ...], make=None) -> None:
-    compiled = tilefoundry.compile(mod, target="cpu")
-    from tilefoundry.runtime.loader import CompiledFunction, load_linked_module
-
-    fn = mod.functions[fn_name]
-    body = CompiledFunction(load_linked_module(compiled, fn_name), fn.returns_tuple)
-    gen = torch.Generator().manual_seed(0)
-    for n in sizes:
-        args = make(n, gen) if make else _inputs(fn, n, gen)
-        ref = fn(*args)
-        report = check(body, fn, args, expect=_expect(ref))
-        assert report.passed, f"{fn_name} at T={n}:\n{report}"
+    linked = tilefoundry.compile(mod, target="cpu")
+    cat.check_compiled(linked, mod.functions[fn_name], sizes, device="cpu", tolerance=TOLERANCE, make=make)
 
 
 @pytest.mark.parametrize("name", ["unary", "binary", "halves", "logic"])

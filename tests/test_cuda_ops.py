@@ -8,17 +8,22 @@ and is checked with `check` against the evaluator across DimVar values, bounds i
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 
 import pytest
 import torch
 
 import tilefoundry
-from tilefoundry.check import allclose, check, equal
+from tilefoundry.check import check
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f16, f32, func, i32, i64, module, tf
 from tilefoundry.ir.target import get_target
 
-T = DimVar("T", 1, 33)
+sys.path.insert(0, os.path.dirname(__file__))
+import catalogue_programs as cat
+
+T = cat.T
 M = DimVar("M", 1, 600)  # GEMM rows: ragged against every tile size
 P = DimVar("P", 1, 300)  # prefill length: several 32-key tiles with a ragged tail
 S = DimVar("S", 1, 2049)  # decode cache length: long enough to split the keys across CTAs
@@ -34,77 +39,21 @@ def _build_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 @module
 class Ops:
-    @func
-    def unary(x: Tensor[(T, 24), f32]):
-        return (
-            tf.exp(x),
-            tf.exp2(x),
-            tf.log(tf.abs(x) + 0.5),
-            tf.log2(tf.abs(x) + 0.5),
-            tf.sqrt(tf.abs(x)),
-            tf.rsqrt(tf.abs(x) + 0.1),
-            tf.tanh(x),
-            tf.sigmoid(x),
-            tf.silu(x),
-            tf.gelu(x),
-            tf.gelu(x, approximate="tanh"),
-            tf.relu(x),
-            tf.softplus(x * 8.0),
-            -x,
-            tf.abs(x),
-        )
-
-    @func
-    def binary(a: Tensor[(T, 24), f32], b: Tensor[(24,), f32]):
-        return (
-            a + b,
-            a - b,
-            a * b,
-            a / (tf.abs(b) + 1.0),
-            tf.maximum(a, b),
-            tf.minimum(a, b),
-            tf.pow(tf.abs(a) + 0.5, b),
-            tf.where(a > b, a, b),
-            tf.clamp(a, -0.5, 0.5),
-            tf.cast(a < b, "f32") + tf.cast(a >= b, "f32") * 2.0,
-            tf.cast(a, "bf16"),
-            tf.cast(tf.cast(a * 100.0, "i32"), "f32"),
-        )
-
-    @func
-    def halves(x: Tensor[(T, 64), bf16], y: Tensor[(T, 64), bf16]):
-        return tf.silu(x) * y + x, tf.cast(tf.exp(tf.cast(x, "f32")), "bf16")
-
-    @func
-    def logic(a: Tensor[(T, 20), i32], b: Tensor[(T, 20), i32]):
-        return (a + b) * b - a, tf.maximum(a, b), (a > b) & (b > 0), tf.where(a == b, a, -b)
-
-    @func
-    def reduce(x: Tensor[(T, 6, 10), f32]):
-        return (
-            tf.sum(x, -1),
-            tf.mean(x, (0, 2)),
-            tf.max(x, 1, keepdim=True),
-            tf.min(x, -1),
-            tf.reduce(x, -1, False, "absmax"),
-            tf.argmax(x, -1),
-            tf.softmax(x, -1),
-            tf.log_softmax(x, 1),
-            tf.sum(x, 0),
-        )
+    unary, binary, halves = cat.pointwise(24, 64)
+    logic = cat.logic
+    reduce = cat.reduce
+    norms = cat.norms
+    matmuls = cat.matmuls
+    shapes = cat.shapes
+    indexing = cat.indexing
+    cache = cat.cache
+    rope = cat.rope
+    attend = cat.attend
 
     @func
     def rows(x: Tensor[(T, 2048), f32], h: Tensor[(T, 512), bf16], hw: ConstTensor[(512,), bf16]):
         # 2048-wide rows take a CTA per row; 512-wide ones a warp per row.
         return tf.softmax(x, -1), tf.rms_norm(h, hw), tf.max(x, -1)
-
-    @func
-    def norms(x: Tensor[(T, 24), f32], w: ConstTensor[(24,), f32], b: ConstTensor[(24,), f32]):
-        return tf.rms_norm(x, w), tf.layer_norm(x, w, b), tf.rms_norm(tf.cast(x, "bf16"), tf.cast(w, "bf16"))
-
-    @func
-    def matmuls(a: Tensor[(T, 12), f32], wm: ConstTensor[(12, 9), f32], bat: Tensor[(3, T, 12), f32]):
-        return a @ wm, bat @ wm, tf.cast(tf.cast(a, "bf16") @ tf.cast(wm, "bf16"), "f32"), a[0] @ wm
 
     @func
     def gemm(x: Tensor[(T, 256), bf16], wg: ConstTensor[(256, 384), bf16]):
@@ -145,51 +94,6 @@ class Ops:
     ):
         return tf.attention(q, kc, vc, causal=True, kv_len=lens)
 
-    @func
-    def shapes(x: Tensor[(T, 4, 6), f32], y: Tensor[(T, 4, 6), f32]):
-        return (
-            tf.reshape(x, (T, 24)),
-            tf.transpose(x, (2, 0, 1)),
-            x[:, 1:3, ::2],
-            tf.concat((x, y), 1),
-            tf.stack((x, y), 0),
-            tf.repeat_interleave(x, 2, 1),
-            tf.broadcast_to(x[:, :1, :], (T, 4, 6)),
-            tf.full((T, 3), 1.5, "f32"),
-            tf.arange(0, T, 1, "i64"),
-            x,
-        )
-
-    @func
-    def indexing(x: Tensor[(T, 8), f32], ids: Tensor[(5,), i64], gi: Tensor[(T, 3), i64]):
-        return tf.index_select(x, 1, ids), tf.gather(x, 1, gi), tf.embedding(x, gi)
-
-    @func
-    def cache(cache: Tensor[(2, 16, 4), f32], pos: Tensor[(), i32], new: Tensor[(2, T, 4), f32]):
-        return tf.cache_update(cache, pos, new, axis=1)
-
-    @func
-    def rope(
-        x: Tensor[(2, 3, T, 8), f32],
-        cos: Tensor[(40, 8), f32],
-        sin: Tensor[(40, 8), f32],
-        positions: Tensor[(T,), i64],
-    ):
-        return tf.rope(x, cos, sin, positions)
-
-    @func
-    def attend(
-        q: Tensor[(2, 4, T, 8), f32],
-        k: Tensor[(2, 2, T, 8), f32],
-        v: Tensor[(2, 2, T, 8), f32],
-        kv_len: Tensor[(2,), i32],
-    ):
-        return (
-            tf.attention(q, k, v, causal=True),
-            tf.attention(q, k, v, scale=0.3),
-            tf.attention(q, k, v, causal=True, kv_len=kv_len),
-        )
-
 
 def _require_nvcc() -> None:
     if not get_target("cuda").availability.can_compile:
@@ -213,43 +117,12 @@ def test_every_catalogue_op_compiles_with_nvcc(linked) -> None:
 # ---------------------------------------------------------------- on a GPU
 
 
-def _inputs(fn, n: int, gen: torch.Generator) -> tuple:
-    out = []
-    for p in fn.params:
-        shape = tuple(n if not isinstance(d, int) else d for d in p.type.shape)
-        dt = p.type.dtype.torch
-        if p.type.dtype.is_float:
-            out.append(torch.randn(shape, generator=gen).to(dt).cuda())
-        else:
-            out.append(torch.randint(-20, 20, shape, generator=gen).to(dt).cuda())
-    return tuple(out)
-
-
-def _expect(ref) -> dict:
-    outs = ref if isinstance(ref, tuple) else (ref,)
-    names = ["output"] if not isinstance(ref, tuple) else [f"output[{i}]" for i in range(len(outs))]
-    rules = {}
-    for name, o in zip(names, outs, strict=True):
-        if o.dtype.is_floating_point:
-            # about four units in the last place of each 16-bit format; f32 work stays f32
-            tol = {torch.bfloat16: 3e-2, torch.float16: 4e-3}.get(o.dtype, 2e-4)
-            rules[name] = [allclose(atol=tol, rtol=tol)]
-        else:
-            rules[name] = [equal()]
-    return rules
+# about four units in the last place of each 16-bit format; f32 work stays f32
+TOLERANCE = {torch.float32: 2e-4, torch.bfloat16: 3e-2, torch.float16: 4e-3}
 
 
 def _run(linked, fn_name: str, sizes: tuple[int, ...], make=None) -> None:
-    from tilefoundry.runtime.loader import CompiledFunction, load_linked_module
-
-    fn = Ops.functions[fn_name]
-    body = CompiledFunction(load_linked_module(linked, fn_name), fn.returns_tuple)
-    gen = torch.Generator().manual_seed(0)
-    for n in sizes:
-        args = make(n, gen) if make else _inputs(fn, n, gen)
-        ref = fn(*args)
-        report = check(body, fn, args, expect=_expect(ref))
-        assert report.passed, f"{fn_name} at T={n}:\n{report}"
+    cat.check_compiled(linked, Ops.functions[fn_name], sizes, device="cuda", tolerance=TOLERANCE, make=make)
 
 
 @pytest.mark.gpu
@@ -442,7 +315,7 @@ def test_cuda_graph_capture_replays_on_new_inputs(linked, name: str, n: int) -> 
                 torch.randn(2, 2, n, 128, generator=gen),
             )
             return (q.cuda(), k.cuda(), v.cuda(), torch.tensor([n, n // 2], dtype=torch.int64).cuda())
-        return _inputs(fn, n, gen)
+        return cat.inputs(fn, n, gen, "cuda")
 
     args = fresh()
     first = f(*args)
@@ -462,7 +335,8 @@ def test_cuda_graph_capture_replays_on_new_inputs(linked, name: str, n: int) -> 
     graph.replay()
     torch.cuda.synchronize()
     ref = fn(*args)
-    report = check(lambda *_: outs if isinstance(first, tuple) else outs[0], fn, args, expect=_expect(ref))
+    replayed = outs if isinstance(first, tuple) else outs[0]
+    report = check(lambda *_: replayed, fn, args, expect=cat.expect(ref, TOLERANCE))
     assert report.passed, f"{name} replayed:\n{report}"
 
 
@@ -473,7 +347,7 @@ def test_kernels_run_on_the_callers_stream(linked) -> None:
 
     f = load_linked_module(linked, "gemm_tiles")
     gen = torch.Generator().manual_seed(3)
-    args = _inputs(Ops.functions["gemm_tiles"], 130, gen)
+    args = cat.inputs(Ops.functions["gemm_tiles"], 130, gen, "cuda")
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
