@@ -107,9 +107,9 @@ def test_runtime_package_reexports_the_design_names():
     import tilefoundry.runtime as rt
 
     names = {
-        "RuntimeModule", "RuntimeFunction", "runtime_module", "runtime_func", "EntryABI", "ParamABI",
-        "entry_abi_of", "param_abi_of", "DictResource", "SafetensorsResource", "Absolute", "Preprocessed",
-        "generate",
+        "RuntimeModule", "RuntimeFunction", "runtime_module", "runtime_func", "CompiledModule", "EntryABI",
+        "ParamABI", "entry_abi_of", "param_abi_of", "DictResource", "SafetensorsResource", "Absolute",
+        "Preprocessed", "generate",
     }  # fmt: skip
     assert set(rt.__all__) == names
     assert rt.generate is sys.modules["tilefoundry.runtime.generate"].generate
