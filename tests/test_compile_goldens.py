@@ -111,3 +111,34 @@ def test_golden_program_compiles_for_cpu_and_matches_the_evaluator(name: str) ->
             assert report.passed, f"{name}.{fn.name} at {var}={n}:\n{report}"
         checked += 1
     assert checked or name == "dimvars", f"{name}: no function was checked across its DimVar"
+
+
+def test_explicit_thread_placement_fails_closed_on_cuda() -> None:
+    """seed 003: cuda does not realize an explicit Mesh over threads yet; it refuses, naming why."""
+    program = _load("mesh_scopes")
+    with pytest.raises(PlanError, match=r"explicit placement on 'thread' refused: the target's execution"):
+        tilefoundry.compile(program.PROGRAM, target="cuda")
+
+
+@pytest.mark.parametrize("name", sorted(set(NAMES) - PLACED_ON_GPU_AXES))
+def test_golden_program_emits_cuda_that_nvcc_compiles(name: str) -> None:
+    """Issue 5: every example program emits CUDA that nvcc compiles (here, without a GPU)."""
+    for fn in _functions(_load(name).PROGRAM):
+        linked = tilefoundry.compile(fn, target="cuda")
+        assert linked.library.is_file() and fn.name in linked.entries
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(set(NAMES) - PLACED_ON_GPU_AXES))
+def test_golden_program_runs_on_cuda_like_the_evaluator(name: str) -> None:
+    """Issue 5: every example program, compiled for cuda, passes check against the evaluator."""
+    gen = torch.Generator().manual_seed(NAMES.index(name))
+    for fn in _functions(_load(name).PROGRAM):
+        var = _dimvar(fn)
+        if var is False:
+            continue
+        compiled = tilefoundry.build(fn, target="cuda")
+        for n in (var.lo, (var.lo + var.hi) // 2, var.hi - 1) if var else (0,):
+            args = tuple(a.cuda() for a in _args(fn, n, gen))
+            report = check(compiled, fn, args, expect=_expect(fn(*args)))
+            assert report.passed, f"{name}.{fn.name} at {var}={n}:\n{report}"
