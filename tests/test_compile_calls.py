@@ -239,8 +239,8 @@ def test_dimvar_named_like_a_generated_name_does_not_collide() -> None:
             torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
-def _huge_kib(address: int) -> int:
-    """AnonHugePages (KiB) of the mapping of this process holding `address`."""
+def _vm_flags(address: int) -> list[str]:
+    """The VmFlags of this process's mapping holding `address` (smaps; "hg" marks MADV_HUGEPAGE)."""
     lines = Path("/proc/self/smaps").read_text().splitlines()
     for i, line in enumerate(lines):
         head = line.split()[0]
@@ -248,9 +248,9 @@ def _huge_kib(address: int) -> int:
             lo, hi = (int(x, 16) for x in head.split("-"))
             if lo <= address < hi:
                 for field in lines[i + 1 :]:
-                    if field.startswith("AnonHugePages:"):
-                        return int(field.split()[1])
-    return 0
+                    if field.startswith("VmFlags:"):
+                        return field.split()[1:]
+    return []
 
 
 def _thp_allowed() -> bool:
@@ -261,9 +261,10 @@ def _thp_allowed() -> bool:
 
 
 @pytest.mark.skipif(not _thp_allowed(), reason="transparent huge pages are off on this host")
-def test_large_outputs_are_faulted_in_huge_pages() -> None:
-    """The host entry advises 2 MiB pages on each output before its first touch, so a fresh 16 MiB
-    output is backed by huge pages (far fewer page faults), with the same values."""
+def test_large_outputs_are_advised_huge_pages() -> None:
+    """The host entry advises 2 MiB pages (MADV_HUGEPAGE) on each output before its first touch, with
+    the same values. Whether the kernel then grants huge pages depends on the host's free memory, so
+    the test checks the advice on the output's mapping, not the backing."""
 
     @func
     def big(x: Tensor[(1024, 4096), f32]):
@@ -273,7 +274,7 @@ def test_large_outputs_are_faulted_in_huge_pages() -> None:
     x = torch.randn(1024, 4096)
     out = compiled(x)
     assert torch.equal(out, x * 2.0)
-    assert _huge_kib(out.data_ptr() + out.numel() * 2) >= 2048
+    assert "hg" in _vm_flags(out.data_ptr() + out.numel() * 2)
 
 
 def test_huge_pages_option_turns_the_advice_off() -> None:
