@@ -23,7 +23,7 @@ from typing import Any
 from tilefoundry.ir.dims import dim_vars, format_dim
 from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.target import Sources
-from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype, literal
+from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype, entry_checks, literal, shape_text
 from tilefoundry.ir.tile.expr import Const, Expr, Load, Var, free_vars
 from tilefoundry.ir.tile.stmt import (
     Alloc,
@@ -114,11 +114,11 @@ class _Body:
         for d in b.shape:
             n = n * d if isinstance(d, int) else n
         if static and n * b.dtype.itemsize <= STACK_SCRATCH_BYTES:
-            head = [f"alignas(64) {t} {cname(b)}[{max(n, 1)}];  // local scratch {_shape(b.shape)}"]
+            head = [f"alignas(64) {t} {cname(b)}[{max(n, 1)}];  // local scratch {shape_text(b.shape)}"]
         else:
             count = " * ".join(self.cx(names).dim(d) for d in b.shape) or "1"
             head = [
-                f"Scratch<{t}> {cname(b)}_mem({count});  // local scratch {_shape(b.shape)}",
+                f"Scratch<{t}> {cname(b)}_mem({count});  // local scratch {shape_text(b.shape)}",
                 f"{t}* __restrict__ {cname(b)} = {cname(b)}_mem.ptr;",
             ]
         return _lines(head, ind) + self.stmt(s.body, ind, names)
@@ -346,10 +346,6 @@ def _load_target(s: Store) -> Expr:
     return Load(s.buffer, s.index)
 
 
-def _shape(shape: tuple) -> str:
-    return "(" + ", ".join(format_dim(d) for d in shape) + ")"
-
-
 def _kernel(program: Program, k: Kernel) -> list[str]:
     body = _Body(program, k)
     params = [f"const {ctype(b.dtype)}* __restrict__ {cname(b)}" for b in k.reads]
@@ -366,28 +362,13 @@ def _entry(program: Program, huge_pages: bool) -> list[str]:
     cx = CExpr({b.var.name: f"d_{b.var.name}" for b in program.dims})
     args = ", ".join(f"tvm::ffi::TensorView a_{b.name}" for b in program.params)
     out = [f"void {program.name}_entry({args}) {{", f'  const Entry e{{"{program.name}"}};']
-    for b in program.params:
-        decl = f"{_shape(b.shape)} {b.dtype}"
-        out.append(f'  e.tensor(a_{b.name}, "{b.name}", dtype<{ctype(b.dtype)}>(), {b.rank}, "{decl}");')
-    bound = set()
-    for d in program.dims:
-        p = program.params[d.param]
-        out.append(
-            f'  const int64_t d_{d.var.name} = e.bind(a_{p.name}, "{p.name}", {d.axis}, "{d.var.name}", '
-            f"{d.var.lo}, {d.var.hi});"
-        )
-        bound.add((d.param, d.axis))
-    for pi, b in enumerate(program.params):
-        for axis, dim in enumerate(b.shape):
-            if (pi, axis) not in bound:
-                out.append(f'  e.extent(a_{b.name}, "{b.name}", {axis}, {cx.dim(dim)}, "{format_dim(dim)}");')
-    pairs = ", ".join(f'{{"{b.name}", &a_{b.name}}}' for b in program.params)
-    out.append(f"  e.noalias({{{pairs}}}, {program.output_count});")
+    out += entry_checks(program, cx, "a_")
     if huge_pages:
         out += [f"  prefer_huge_pages(a_{b.name});" for b in program.outputs]
     for t in program.temps:
         count = " * ".join(cx.dim(d) for d in t.shape) or "1"
-        out.append(f"  Scratch<{ctype(t.dtype)}> {cname(t)}_mem({count});  // {_shape(t.shape)} {t.dtype}")
+        decl = f"{shape_text(t.shape)} {t.dtype}"
+        out.append(f"  Scratch<{ctype(t.dtype)}> {cname(t)}_mem({count});  // {decl}")
         if huge_pages:
             out.append(f"  prefer_huge_pages({cname(t)}_mem.ptr, ({count}) * {t.dtype.itemsize});")
     for k in program.kernels:

@@ -26,14 +26,13 @@ from typing import Any
 from tilefoundry.ir.dims import dim_vars, format_dim
 from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.target import Sources, TargetCatalog
-from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
+from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype, entry_checks, shape_text
 from tilefoundry.ir.tile.expr import floordiv
 from tilefoundry.ir.tile.stmt import Buffer, Check, Program, walk_stmts
 
 from . import atoms
 from .kernels import dim_names, emit_kernels, work
 from .realize import Realization, realize_kernel
-from .serial import shape_text
 
 NAME = "cuda"
 
@@ -118,23 +117,7 @@ def _entry(program: Program, realizations: list[Realization]) -> list[str]:
     cx = CExpr(dim_names(program))
     args = ", ".join(f"tvm::ffi::TensorView t_{b.name}" for b in program.params)
     out = [f"void {program.name}_entry({args}) {{", f'  const Entry e{{"{program.name}"}};']
-    for b in program.params:
-        decl = f"{shape_text(b.shape)} {b.dtype}"
-        out.append(f'  e.tensor(t_{b.name}, "{b.name}", dtype<{ctype(b.dtype)}>(), {b.rank}, "{decl}");')
-    bound = set()
-    for d in program.dims:
-        p = program.params[d.param]
-        out.append(
-            f'  const int64_t d_{d.var.name} = e.bind(t_{p.name}, "{p.name}", {d.axis}, "{d.var.name}", '
-            f"{d.var.lo}, {d.var.hi});"
-        )
-        bound.add((d.param, d.axis))
-    for pi, b in enumerate(program.params):
-        for axis, dim in enumerate(b.shape):
-            if (pi, axis) not in bound:
-                out.append(f'  e.extent(t_{b.name}, "{b.name}", {axis}, {cx.dim(dim)}, "{format_dim(dim)}");')
-    pairs = ", ".join(f'{{"{b.name}", &t_{b.name}}}' for b in program.params)
-    out.append(f"  e.noalias({{{pairs}}}, {program.output_count});")
+    out += entry_checks(program, cx, "t_")
     out += ["  const DeviceGuard guard_(e.device());", "  cudaStream_t stream_ = e.stream();"]
     for b in program.params:
         qual = "const " if b.role == "input" else ""

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tilefoundry.ir.dims import Dim, dim_bounds, format_dim
+from tilefoundry.ir.dims import Dim, dim_bounds
 from tilefoundry.ir.errors import PlanError
-from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
+from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype, shape_text
 from tilefoundry.ir.tile.expr import Load, Var
 from tilefoundry.ir.tile.stmt import Alloc, Assign, AtomCall, Buffer, Check, For, If, Let, Seq, Stmt, Store
 
@@ -40,11 +40,6 @@ def largest_count(shape: tuple[Dim, ...]) -> int | None:
             return None
         n *= max(b[1], 0)
     return n
-
-
-def shape_text(shape: tuple[Dim, ...]) -> str:
-    """`(T, 64)` for comments."""
-    return "(" + ", ".join(format_dim(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 class SerialCode:

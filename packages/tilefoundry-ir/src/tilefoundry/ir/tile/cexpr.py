@@ -13,11 +13,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from ..dims import Dim
+from ..dims import Dim, format_dim
 from ..dtypes import DType
 from ..errors import PlanError
 from .expr import Bin, Cast, Const, Expr, Load, Select, Un, Var, dim_expr
-from .stmt import Buffer
+from .stmt import Buffer, Program
 
 CTYPE = {
     "f64": "double",
@@ -168,3 +168,38 @@ class CExpr:
         for d, i in zip(shape[1:], index[1:], strict=True):
             text = f"({text}) * {self.dim(d)} + {self(i)}"
         return text
+
+
+def shape_text(shape: tuple[Dim, ...]) -> str:
+    """`(T, 64)` / `(24,)`: a shape as generated comments and entry messages show it."""
+    return "(" + ", ".join(format_dim(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def entry_checks(program: Program, cx: CExpr, arg: str) -> list[str]:
+    """The host entry's argument checks, through the `Entry e` of runtime/host_checks.h.
+
+    Every target's entry runs the same checks in the same order: each parameter's device, dtype,
+    rank and contiguity (`e.tensor`), each DimVar bound from its first extent with its range
+    checked (`e.bind`), every other extent against its declaration (`e.extent`), and outputs
+    overlapping no other parameter (`e.noalias`). `arg` prefixes the TensorView parameter names.
+    """
+    out = []
+    for b in program.params:
+        decl = f"{shape_text(b.shape)} {b.dtype}"
+        out.append(f'  e.tensor({arg}{b.name}, "{b.name}", dtype<{ctype(b.dtype)}>(), {b.rank}, "{decl}");')
+    bound = set()
+    for d in program.dims:
+        p = program.params[d.param]
+        out.append(
+            f'  const int64_t d_{d.var.name} = e.bind({arg}{p.name}, "{p.name}", {d.axis}, "{d.var.name}", '
+            f"{d.var.lo}, {d.var.hi});"
+        )
+        bound.add((d.param, d.axis))
+    for pi, b in enumerate(program.params):
+        for axis, dim in enumerate(b.shape):
+            if (pi, axis) not in bound:
+                want = f'{cx.dim(dim)}, "{format_dim(dim)}"'
+                out.append(f'  e.extent({arg}{b.name}, "{b.name}", {axis}, {want});')
+    pairs = ", ".join(f'{{"{b.name}", &{arg}{b.name}}}' for b in program.params)
+    out.append(f"  e.noalias({{{pairs}}}, {program.output_count});")
+    return out
