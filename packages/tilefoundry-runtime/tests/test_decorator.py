@@ -1,10 +1,13 @@
 """Tests of runtime/decorator.py: @runtime_module / @runtime_func (seed 000 §1.1)."""
 
+import os
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from tilefoundry.dsl import ConstTensor, DimVar, Tensor, f32, func, module, tf
+from tilefoundry.dsl import Tensor, f32, func
 from tilefoundry.ir import evaluator, loading
 from tilefoundry.ir.errors import EvalError
 from tilefoundry.ir.loading import LoadError
@@ -18,38 +21,9 @@ from tilefoundry.runtime import (
     runtime_module,
 )
 
-T = DimVar("T", 1, 65)
-
-
-@module(entry="ffn")
-class Layer:
-    @func
-    def norm(x: Tensor[(T, 8), "f32"], g: ConstTensor[(8,), "f32"]) -> Tensor[(T, 8), "f32"]:
-        return tf.rms_norm(x, g)
-
-    @func
-    def ffn(
-        x: Tensor[(T, 8), "f32"], w_up: ConstTensor[(8, 16), "f32"], w_down: ConstTensor[(16, 8), "f32"]
-    ) -> Tensor[(T, 8), "f32"]:
-        return tf.silu(x @ w_up) @ w_down
-
-    def twice(self, x):
-        return self.ffn(self.norm(x))
-
-
-@module
-class Top:
-    a = Layer.renamed("a")
-    layers = (Layer, Layer)
-
-    @func
-    def head(x: Tensor[(T, 8), "f32"], w_out: ConstTensor[(8, 4), "f32"]) -> Tensor[(T, 4), "f32"]:
-        return x @ w_out
-
-    def forward(self, x):
-        for layer in (self.a, *self.layers):
-            x = layer.twice(x)
-        return self.head(x)
+sys.path.insert(0, os.path.dirname(__file__))
+from two_level_program import Layer, T, Top
+from two_level_program import weights as _weights
 
 
 @runtime_module(Layer)
@@ -71,16 +45,6 @@ class TopTwin:
     @runtime_func
     def head(self, x, w_out):
         return x @ w_out
-
-
-def _weights(seed: int) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    out = {"w_out": torch.randn(8, 4, generator=g)}
-    for p in ("a", "layers.0", "layers.1"):
-        out[f"{p}.g"] = torch.rand(8, generator=g) + 0.5
-        out[f"{p}.w_up"] = torch.randn(8, 16, generator=g) / 3
-        out[f"{p}.w_down"] = torch.randn(16, 8, generator=g) / 4
-    return out
 
 
 def _x(seed: int = 5) -> torch.Tensor:
