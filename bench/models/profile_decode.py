@@ -1,0 +1,76 @@
+"""Where a decode step's time goes: the compiled CUDA twin's kernels under torch.profiler.
+
+Writes (or reuses) the Qwen3-1.7B-shaped checkpoint of generate_qwen3.py, opens it on the cuda
+target, runs a few eager decode steps (no CUDA graph, so every launch is traced) and prints each
+kernel's total and per-step time, its launches per step, and the step's kernel time against
+its weight-streaming floor at the given bandwidth:
+
+    python bench/models/profile_decode.py --out /tmp/qwen3 [--steps 8] [--top 25] [--tb-s 4.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+from bench.models.generate_qwen3 import write_checkpoint
+
+
+def kernel_table(prof: torch.profiler.profile, steps: int) -> list[tuple[str, float, int]]:
+    """(kernel name, microseconds per step, launches per step), largest first."""
+    total: dict[str, float] = defaultdict(float)
+    count: dict[str, int] = defaultdict(int)
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            total[ev.name] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
+            count[ev.name] += 1
+    rows = [(name, us / steps, count[name] // steps) for name, us in total.items()]
+    return sorted(rows, key=lambda r: -r[1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--tb-s", type=float, default=4.1, help="bandwidth of the floor, TB/s")
+    ap.add_argument("--context", type=int, default=2048)
+    args = ap.parse_args()
+    from tilefoundry.models import open_model
+    from tilefoundry.runtime import generate
+
+    ckpt = args.out / "qwen3-1.7b-random"
+    if not (ckpt / "config.json").is_file():
+        args.out.mkdir(parents=True, exist_ok=True)
+        ckpt = write_checkpoint(args.out, 28)
+    t0 = time.perf_counter()
+    opened = open_model(ckpt, target="cuda", context=args.context)
+    print(f"open_model (compile + load): {time.perf_counter() - t0:.1f} s")
+    ids = torch.arange(16, device="cuda")
+    generate(opened.model, ids, max_new_tokens=4, cuda_graph=False)  # warm-up
+    steps = args.steps
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        generate(opened.model, ids, max_new_tokens=steps + 1, cuda_graph=False, prefill=True)
+    # steps + 1 tokens: the prefill makes the first, `steps` decode steps make the rest; the
+    # prefill's kernels are in the table too (small next to `steps` decode steps at 16 tokens).
+    rows = kernel_table(prof, steps)
+    # Tied embeddings: the lm_head streams the table once per step, the gather reads one row.
+    weights = sum(f.stat().st_size for f in ckpt.glob("*.safetensors"))
+    step_us = sum(us for _, us, _ in rows)
+    launches = sum(n for _, _, n in rows)
+    print(f"kernel time per step {step_us:.0f} us over {launches} launches; weights {weights / 1e9:.2f} GB, "
+          f"floor {weights / (args.tb_s * 1e12) * 1e6:.0f} us at {args.tb_s} TB/s")
+    for name, us, n in rows[: args.top]:
+        print(f"{us:9.1f} us {n:5d}x  {name[:150]}")
+    graphed = generate(opened.model, ids, max_new_tokens=128, cuda_graph=True)
+    g = graphed
+    print(f"graph replay {g.replay_tokens_per_s:.0f} tok/s, decode {g.decode_tokens_per_s:.0f} tok/s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
