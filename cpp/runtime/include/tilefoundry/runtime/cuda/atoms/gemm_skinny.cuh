@@ -1,70 +1,146 @@
-// GEMM tier for skinny M (decode: M <= 16): memory-bound on B, so B is streamed once in 16-byte
-// packs, K split across the CTA's warps and across CTAs (split-K), partial sums reduced in order.
-// A (M, K), B (K, N) compact row-major; needs N a multiple of 8 and 16-byte aligned B and C.
+// GEMM tier for skinny M (decode: M <= 8): memory-bound on B, so B is streamed exactly once in
+// 16-byte packs (non-coherent, no L1 allocation) with several packs in flight per thread, and
+// the K sums are combined in a fixed order, so results do not depend on timing. A (M, K) and C
+// (M, N) are compact row-major; B comes in either major:
 //
-// Pass 1: CTA (n-slab of 256 columns, K split s), 8 warps; lane l owns columns 8l .. 8l+7 of
-//         the slab, warp w the k = k_s + w, k_s + w + 8, ... of the split. Warps combine in smem
-//         (warp order), the CTA writes ws[s][m][n] (f32).
-// Pass 2: C[m][n] = sum over s in order of ws[s][m][n].
+// B (K, N) row-major, `gemm_skinny`: a CTA owns a slab of Cols columns (8 per thread, 16 bytes)
+//   and one K split; its 256 threads cover 256 / (Cols / 8) rows of K per pass. The threads of
+//   one column pack are combined in shared memory (row order), then the K splits:
+//     cluster    sm90: the splits of a slab are one thread-block cluster; CTA rank 0 adds the
+//                others' partials through distributed shared memory (rank order). One launch.
+//     workspace  otherwise: each split writes f32 partials, a second kernel adds them in order.
+//     direct     one split (N alone fills the device): the CTA writes C.
+// B (N, K) row-major ("B transposed", a torch Linear weight), `gemm_skinny_bt`: a warp owns one
+//   output column n, its lanes stride K in 16-byte packs, a shuffle butterfly adds the lanes.
+//   Every row of B is contiguous, so one launch needs no split and no workspace.
 #pragma once
 
 #include <cstdint>
+
+#include <cooperative_groups.h>
+#include <cuda_runtime_api.h>
 
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
 #include <tilefoundry/runtime/cuda/atoms/vector_access.cuh>
 
 namespace tilefoundry::atoms::detail {
 
-inline constexpr int kSkinnyMaxM = 16;
-inline constexpr int kSkinnyWarps = 8;
-inline constexpr int kSkinnyCols = 256;  // 32 lanes x 8 columns
-inline constexpr int kSkinnyTargetCtas = 264;
+inline constexpr int kSkinnyMaxM = 8;
+inline constexpr int kSkinnyThreads = 256;
+inline constexpr int kSkinnyMaxSplits = 8;  // the portable cluster size
+inline constexpr int kSkinnyUnroll = 4;     // 16-byte packs of B in flight per thread
+inline constexpr int kSkinnyBtWarps = 4;
 
-template <class T, int MT>
-__global__ void __launch_bounds__(kSkinnyWarps * 32)
-gemm_skinny_partial(T const* __restrict__ A, T const* __restrict__ B, float* __restrict__ ws, int64_t M, int64_t N,
-                    int64_t K, int64_t k_per_split) {
-  __shared__ float red[kSkinnyWarps][kSkinnyCols];  // (warp, column) partials of one row m
+/// 16 bytes of B: read once, so bypass L1 (`ld.global.nc.L1::no_allocate`).
+template <class T>
+__device__ inline void load_stream(T const* __restrict__ src, T (&out)[8]) {
+  static_assert(sizeof(T) == 2, "load_stream: 16-bit elements");
+  uint4 w;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
+      : "l"(src));
+  T const* v = reinterpret_cast<T const*>(&w);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[i] = v[i];
+}
+
+enum class SkinnyReduce { direct, cluster, workspace };
+
+/// Device facts the split choice reads, cached per device.
+struct SkinnyDevice {
+  int sms = 0;
+  bool clusters = false;
+};
+
+template <class T, int MT, int Cols, SkinnyReduce R>
+__global__ void __launch_bounds__(kSkinnyThreads)
+gemm_skinny_kn(T const* __restrict__ A, T const* __restrict__ B, T* __restrict__ C, float* __restrict__ ws,
+               int64_t M, int64_t N, int64_t K, int64_t k_per_split) {
+  constexpr int kLanesPerRow = Cols / 8;
+  constexpr int kRows = kSkinnyThreads / kLanesPerRow;  // rows of K one pass covers
+  __shared__ float red[kRows][Cols];                    // per-thread partials of one row m
+  __shared__ float part[MT][Cols];                      // the CTA's partials, for the cluster
   int64_t const batch = blockIdx.z;
-  int const splits = gridDim.y;
+  int const split = blockIdx.y;
   A += batch * M * K;
   B += batch * K * N;
-  ws += (batch * splits + blockIdx.y) * M * N;
-  int const lane = threadIdx.x % 32;
-  int const warp = threadIdx.x / 32;
-  int64_t const n = static_cast<int64_t>(blockIdx.x) * kSkinnyCols + lane * 8;
-  int64_t const k_begin = static_cast<int64_t>(blockIdx.y) * k_per_split;
+  C += batch * M * N;
+  int const col = threadIdx.x % kLanesPerRow;
+  int const row = threadIdx.x / kLanesPerRow;
+  int64_t const n = static_cast<int64_t>(blockIdx.x) * Cols + col * 8;
+  int64_t const k_begin = split * k_per_split;
   int64_t const k_end = k_begin + k_per_split < K ? k_begin + k_per_split : K;
   float acc[MT][8] = {};
   if (n < N) {
-#pragma unroll 4
-    for (int64_t k = k_begin + warp; k < k_end; k += kSkinnyWarps) {
-      T b[8];
-      load_pack<8>(B + k * N + n, b);
-      float bf[8];
+    int64_t k = k_begin + row;
+    // Loads of U rows first, then their FMAs: U packs per thread stay in flight.
+    for (; k + (kSkinnyUnroll - 1) * kRows < k_end; k += kSkinnyUnroll * kRows) {
+      T b[kSkinnyUnroll][8];
 #pragma unroll
-      for (int c = 0; c < 8; ++c) bf[c] = cast<float>(b[c]);
+      for (int u = 0; u < kSkinnyUnroll; ++u) load_stream(B + (k + u * kRows) * N + n, b[u]);
+#pragma unroll
+      for (int u = 0; u < kSkinnyUnroll; ++u) {
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          float const a = m < M ? cast<float>(A[m * K + k + u * kRows]) : 0.0f;
+#pragma unroll
+          for (int c = 0; c < 8; ++c) acc[m][c] = acc[m][c] + a * cast<float>(b[u][c]);
+        }
+      }
+    }
+    for (; k < k_end; k += kRows) {
+      T b[8];
+      load_stream(B + k * N + n, b);
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
         float const a = m < M ? cast<float>(A[m * K + k]) : 0.0f;
 #pragma unroll
-        for (int c = 0; c < 8; ++c) acc[m][c] = acc[m][c] + a * bf[c];
+        for (int c = 0; c < 8; ++c) acc[m][c] = acc[m][c] + a * cast<float>(b[c]);
       }
     }
   }
+  // The threads of one column pack, in row order.
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
     if (m >= M) break;
 #pragma unroll
-    for (int c = 0; c < 8; ++c) red[warp][lane * 8 + c] = acc[m][c];
+    for (int c = 0; c < 8; ++c) red[row][col * 8 + c] = acc[m][c];
     __syncthreads();
-    int const col = threadIdx.x;  // 256 threads, one slab column each
-    float total = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kSkinnyWarps; ++w) total = total + red[w][col];
-    int64_t const gn = static_cast<int64_t>(blockIdx.x) * kSkinnyCols + col;
-    if (gn < N) ws[m * N + gn] = total;
+    for (int t = threadIdx.x; t < Cols; t += kSkinnyThreads) {
+      float total = 0.0f;
+#pragma unroll 8
+      for (int r = 0; r < kRows; ++r) total = total + red[r][t];
+      int64_t const gn = static_cast<int64_t>(blockIdx.x) * Cols + t;
+      if constexpr (R == SkinnyReduce::direct) {
+        if (gn < N) C[m * N + gn] = cast<T>(total);
+      } else if constexpr (R == SkinnyReduce::workspace) {
+        if (gn < N) ws[((batch * gridDim.y + split) * M + m) * N + gn] = total;
+      } else {
+        part[m][t] = total;
+      }
+    }
     __syncthreads();
+  }
+  if constexpr (R == SkinnyReduce::cluster) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();  // every split's partials are in its shared memory
+    if (cluster.block_rank() == 0) {
+      int const splits = static_cast<int>(cluster.num_blocks());
+      for (int i = threadIdx.x; i < M * Cols; i += kSkinnyThreads) {
+        int const m = i / Cols;
+        int const t = i % Cols;
+        float total = 0.0f;
+        for (int s = 0; s < splits; ++s) total = total + cluster.map_shared_rank(&part[0][0], s)[m * Cols + t];
+        int64_t const gn = static_cast<int64_t>(blockIdx.x) * Cols + t;
+        if (gn < N) C[m * N + gn] = cast<T>(total);
+      }
+    }
+    cluster.sync();  // rank 0 has read every peer's shared memory before any of them exits
+#else
+    __trap();  // the host launches the cluster form only where sm_90 code was built
+#endif
   }
 }
 
@@ -79,39 +155,198 @@ __global__ void gemm_skinny_reduce(float const* __restrict__ ws, T* __restrict__
   C[batch * M * N + i] = cast<T>(total);
 }
 
-/// Splits of K: enough CTAs to cover the device twice, but workspace traffic under 1/8 of B's.
-inline int skinny_splits(int64_t M, int64_t N, int64_t K) {
-  int64_t const slabs = (N + kSkinnyCols - 1) / kSkinnyCols;
-  int64_t want = (kSkinnyTargetCtas + slabs - 1) / slabs;
-  int64_t const cap = K / (32 * (M > 0 ? M : 1));
-  if (want > cap) want = cap;
-  return static_cast<int>(want < 1 ? 1 : want);
+template <class T, int MT>
+__global__ void __launch_bounds__(kSkinnyBtWarps * 32)
+gemm_skinny_nk(T const* __restrict__ A, T const* __restrict__ B, T* __restrict__ C, int64_t M, int64_t N, int64_t K) {
+  int64_t const batch = blockIdx.y;
+  int const lane = threadIdx.x % 32;
+  int64_t const n = static_cast<int64_t>(blockIdx.x) * kSkinnyBtWarps + threadIdx.x / 32;
+  if (n >= N) return;
+  A += batch * M * K;
+  B += (batch * N + n) * K;
+  C += batch * M * N;
+  float acc[MT] = {};
+  constexpr int64_t kStride = 32 * 8;  // elements of K one pass of the warp covers
+  int64_t k = lane * 8;
+  for (; k + (kSkinnyUnroll - 1) * kStride < K; k += kSkinnyUnroll * kStride) {
+    T b[kSkinnyUnroll][8];
+#pragma unroll
+    for (int u = 0; u < kSkinnyUnroll; ++u) load_stream(B + k + u * kStride, b[u]);
+#pragma unroll
+    for (int u = 0; u < kSkinnyUnroll; ++u) {
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        if (m >= M) break;
+        T a[8];
+        load_pack<8>(A + m * K + k + u * kStride, a);
+#pragma unroll
+        for (int c = 0; c < 8; ++c) acc[m] = acc[m] + cast<float>(a[c]) * cast<float>(b[u][c]);
+      }
+    }
+  }
+  for (; k < K; k += kStride) {
+    T b[8];
+    load_stream(B + k, b);
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (m >= M) break;
+      T a[8];
+      load_pack<8>(A + m * K + k, a);
+#pragma unroll
+      for (int c = 0; c < 8; ++c) acc[m] = acc[m] + cast<float>(a[c]) * cast<float>(b[c]);
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) acc[m] = acc[m] + __shfl_xor_sync(0xffffffffu, acc[m], off);
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (m < M) C[m * N + n] = cast<T>(acc[m]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- host side
+
+inline SkinnyDevice skinny_device() {
+  static SkinnyDevice facts[64] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return {};
+  if (facts[device].sms == 0) {
+    int sms = 0;
+    int major = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaFuncAttributes attr{};
+    // The cluster form needs sm_90 machine code of this module, not just a Hopper device.
+    bool const built = cudaFuncGetAttributes(&attr, gemm_skinny_kn<bf16, 1, 64, SkinnyReduce::cluster>) ==
+                       cudaSuccess && attr.binaryVersion >= 90;
+    facts[device] = SkinnyDevice{sms > 0 ? sms : 1, major >= 9 && built};
+  }
+  return facts[device];
+}
+
+/// How a (K, N) skinny GEMM is cut: columns per CTA, K splits, and how the splits combine.
+struct SkinnyPlan {
+  int cols = 256;
+  int splits = 1;
+  SkinnyReduce reduce = SkinnyReduce::direct;
+};
+
+/// The widest slab whose CTAs (with up to 8 splits of K) cover the device twice; splits only as
+/// many as K holds full passes for.
+inline SkinnyPlan skinny_plan(int64_t M, int64_t N, int64_t K) {
+  SkinnyDevice const dev = skinny_device();
+  int64_t const want = 2 * static_cast<int64_t>(dev.sms);
+  SkinnyPlan plan;
+  for (int cols : {256, 128, 64, 32}) {
+    plan.cols = cols;
+    if ((N + cols - 1) / cols * kSkinnyMaxSplits >= want) break;
+  }
+  int64_t const slabs = (N + plan.cols - 1) / plan.cols;
+  int64_t const rows = kSkinnyThreads / (plan.cols / 8);
+  int64_t splits = (want + slabs - 1) / slabs;
+  int64_t const passes = K / (rows * kSkinnyUnroll);  // each split keeps at least one full pass
+  if (splits > passes) splits = passes;
+  if (splits > kSkinnyMaxSplits) splits = kSkinnyMaxSplits;
+  plan.splits = static_cast<int>(splits < 1 ? 1 : splits);
+  (void)M;
+  if (plan.splits > 1) plan.reduce = dev.clusters ? SkinnyReduce::cluster : SkinnyReduce::workspace;
+  return plan;
 }
 
 inline size_t skinny_workspace_bytes(int64_t batch, int64_t M, int64_t N, int64_t K) {
-  return static_cast<size_t>(batch) * skinny_splits(M, N, K) * M * N * sizeof(float);
+  SkinnyPlan const plan = skinny_plan(M, N, K);
+  if (plan.reduce != SkinnyReduce::workspace) return 0;
+  return static_cast<size_t>(batch) * plan.splits * M * N * sizeof(float);
+}
+
+inline size_t skinny_bt_workspace_bytes(int64_t, int64_t, int64_t, int64_t) { return 0; }
+
+template <class T, int MT, int Cols, SkinnyReduce R>
+inline cudaError_t launch_skinny_kn(SkinnyPlan plan, T const* A, T const* B, T* C, float* ws, int64_t batch,
+                                    int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
+  int64_t const per = (K + plan.splits - 1) / plan.splits;
+  dim3 const grid(static_cast<unsigned>((N + Cols - 1) / Cols), static_cast<unsigned>(plan.splits),
+                  static_cast<unsigned>(batch));
+  auto kernel = gemm_skinny_kn<T, MT, Cols, R>;
+  if constexpr (R == SkinnyReduce::cluster) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = dim3(kSkinnyThreads);
+    config.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = static_cast<unsigned>(plan.splits);
+    attr[0].val.clusterDim.z = 1;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, kernel, A, B, C, ws, M, N, K, per);
+  } else {
+    kernel<<<grid, kSkinnyThreads, 0, stream>>>(A, B, C, ws, M, N, K, per);
+    if constexpr (R == SkinnyReduce::workspace) {
+      dim3 const rgrid(static_cast<unsigned>((M * N + 255) / 256), static_cast<unsigned>(batch));
+      gemm_skinny_reduce<T><<<rgrid, 256, 0, stream>>>(ws, C, M, N, plan.splits);
+    }
+    return cudaGetLastError();
+  }
+}
+
+template <class T, int MT, int Cols>
+inline cudaError_t skinny_kn_reduce(SkinnyPlan plan, T const* A, T const* B, T* C, float* ws, int64_t batch,
+                                    int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
+  switch (plan.reduce) {
+    case SkinnyReduce::cluster:
+      return launch_skinny_kn<T, MT, Cols, SkinnyReduce::cluster>(plan, A, B, C, ws, batch, M, N, K, stream);
+    case SkinnyReduce::workspace:
+      return launch_skinny_kn<T, MT, Cols, SkinnyReduce::workspace>(plan, A, B, C, ws, batch, M, N, K, stream);
+    default:
+      return launch_skinny_kn<T, MT, Cols, SkinnyReduce::direct>(plan, A, B, C, ws, batch, M, N, K, stream);
+  }
 }
 
 template <class T, int MT>
-inline void launch_skinny_partial(dim3 grid, T const* A, T const* B, float* ws, int64_t M, int64_t N, int64_t K,
-                                  int64_t per, cudaStream_t stream) {
-  gemm_skinny_partial<T, MT><<<grid, kSkinnyWarps * 32, 0, stream>>>(A, B, ws, M, N, K, per);
+inline cudaError_t skinny_kn_cols(SkinnyPlan plan, T const* A, T const* B, T* C, float* ws, int64_t batch,
+                                  int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
+  switch (plan.cols) {
+    case 256: return skinny_kn_reduce<T, MT, 256>(plan, A, B, C, ws, batch, M, N, K, stream);
+    case 128: return skinny_kn_reduce<T, MT, 128>(plan, A, B, C, ws, batch, M, N, K, stream);
+    case 64: return skinny_kn_reduce<T, MT, 64>(plan, A, B, C, ws, batch, M, N, K, stream);
+    default: return skinny_kn_reduce<T, MT, 32>(plan, A, B, C, ws, batch, M, N, K, stream);
+  }
 }
 
+/// C = A · B with B (K, N) row-major, M <= 8, N a multiple of 8, 16-byte aligned B and C.
 template <class T>
 inline cudaError_t gemm_skinny(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
                                float* ws, cudaStream_t stream) {
-  int const splits = skinny_splits(M, N, K);
-  int64_t const per = (K + splits - 1) / splits;
-  dim3 grid(static_cast<unsigned>((N + kSkinnyCols - 1) / kSkinnyCols), static_cast<unsigned>(splits),
-            static_cast<unsigned>(batch));
-  if (M <= 1) launch_skinny_partial<T, 1>(grid, A, B, ws, M, N, K, per, stream);
-  else if (M <= 2) launch_skinny_partial<T, 2>(grid, A, B, ws, M, N, K, per, stream);
-  else if (M <= 4) launch_skinny_partial<T, 4>(grid, A, B, ws, M, N, K, per, stream);
-  else if (M <= 8) launch_skinny_partial<T, 8>(grid, A, B, ws, M, N, K, per, stream);
-  else launch_skinny_partial<T, 16>(grid, A, B, ws, M, N, K, per, stream);
-  dim3 rgrid(static_cast<unsigned>((M * N + 255) / 256), static_cast<unsigned>(batch));
-  gemm_skinny_reduce<T><<<rgrid, 256, 0, stream>>>(ws, C, M, N, splits);
+  SkinnyPlan const plan = skinny_plan(M, N, K);
+  if (M <= 1) return skinny_kn_cols<T, 1>(plan, A, B, C, ws, batch, M, N, K, stream);
+  if (M <= 2) return skinny_kn_cols<T, 2>(plan, A, B, C, ws, batch, M, N, K, stream);
+  if (M <= 4) return skinny_kn_cols<T, 4>(plan, A, B, C, ws, batch, M, N, K, stream);
+  return skinny_kn_cols<T, 8>(plan, A, B, C, ws, batch, M, N, K, stream);
+}
+
+template <class T, int MT>
+inline void launch_skinny_nk(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
+                             cudaStream_t stream) {
+  dim3 const grid(static_cast<unsigned>((N + kSkinnyBtWarps - 1) / kSkinnyBtWarps), static_cast<unsigned>(batch));
+  gemm_skinny_nk<T, MT><<<grid, kSkinnyBtWarps * 32, 0, stream>>>(A, B, C, M, N, K);
+}
+
+/// C = A · Bᵀ with B (N, K) row-major, M <= 8, K a multiple of 8, 16-byte aligned A and B.
+template <class T>
+inline cudaError_t gemm_skinny_bt(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
+                                  float* ws, cudaStream_t stream) {
+  (void)ws;
+  if (M <= 1) launch_skinny_nk<T, 1>(A, B, C, batch, M, N, K, stream);
+  else if (M <= 2) launch_skinny_nk<T, 2>(A, B, C, batch, M, N, K, stream);
+  else if (M <= 4) launch_skinny_nk<T, 4>(A, B, C, batch, M, N, K, stream);
+  else launch_skinny_nk<T, 8>(A, B, C, batch, M, N, K, stream);
   return cudaGetLastError();
 }
 
