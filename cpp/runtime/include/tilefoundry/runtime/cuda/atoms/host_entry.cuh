@@ -163,18 +163,27 @@ __device__ inline void report_index(IndexVerdict v, int64_t shown) {
   if (atomicCAS(v.words, 0ull, 1ull) == 0ull) v.words[1] = static_cast<unsigned long long>(shown);
 }
 
-/// Host side of one check kernel: zero the verdict before it, read it (one sync) after it.
+/// Whether `stream` is being captured into a CUDA graph.
+inline bool capturing_stream(const Entry& e, cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  e.cuda(cudaStreamIsCapturing(stream, &status), "querying the stream's capture status");
+  return status != cudaStreamCaptureStatusNone;
+}
+
+/// Host side of one check kernel: zero the verdict before it, read it (one sync) after it. In a
+/// capture the kernel traps instead, so no verdict is allocated or cleared (no memset node per
+/// check in a replayed decode step).
 struct IndexCheck {
   const Entry& e;
   cudaStream_t stream;
+  bool capturing;
   DeviceScratch<unsigned long long> words;
-  bool capturing = false;
 
-  IndexCheck(const Entry& entry, cudaStream_t s) : e(entry), stream(s), words(entry, 2, s) {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    e.cuda(cudaStreamIsCapturing(stream, &status), "querying the stream's capture status");
-    capturing = status != cudaStreamCaptureStatusNone;
-    e.cuda(cudaMemsetAsync(words.ptr, 0, 2 * sizeof(unsigned long long), stream), "clearing an index verdict");
+  IndexCheck(const Entry& entry, cudaStream_t s)
+      : e(entry), stream(s), capturing(capturing_stream(entry, s)), words(entry, capturing ? 0 : 2, s) {
+    if (!capturing) {
+      e.cuda(cudaMemsetAsync(words.ptr, 0, 2 * sizeof(unsigned long long), stream), "clearing an index verdict");
+    }
   }
 
   IndexVerdict verdict() const { return IndexVerdict{words.ptr, capturing}; }
