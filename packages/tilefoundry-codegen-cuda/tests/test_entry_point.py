@@ -35,7 +35,10 @@ def test_sm90a_is_an_h200_with_wgmma_and_tma():
     c = arch_catalog("sm_90a")
     assert c.device == "NVIDIA H200" and c.smem_bytes == 227 * 1024
     assert c.peak.flops_per_s["bf16"] == 989e12 and c.peak.bytes_per_s["global"] == 4.8e12
-    assert c.scope_order() == ("cluster", "cta", "warp", "lane") and c.axis("cta").max_extent == 8
+    assert c.scope_order() == ("cluster", "cta", "thread", "warp", "lane") and c.axis("cta").max_extent == 8
+    # seed 000 §2.1: `thread` (threadIdx) is warp x lane flattened, up to a CTA's 1024 threads.
+    thread = c.axis("thread")
+    assert (thread.parent, thread.max_extent, thread.granule) == ("cta", 1024, 32)
     w = c.atom("sm90_wgmma_m64n128k16_f32_bf16_bf16_ss")
     assert (w.m, w.n, w.k, w.participants, w.a_storage, w.b_storage) == (64, 128, 16, 4, "smem", "smem")
     assert c.atom("sm90_tma_load").asynchronous and c.atom("sm90_tma_load").alignment_bytes == 128

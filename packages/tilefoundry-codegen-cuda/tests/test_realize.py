@@ -69,7 +69,7 @@ def test_explicit_placement_on_warp_fails_closed(sched) -> None:
     p.kernels[0].request = ("warp",)
     message = (
         r"cuda: kernel k0_mul \(.*\): explicit placement on 'warp' refused: the CUDA realization maps a "
-        r"kernel's instance loops onto cta only"
+        r"kernel's instance loops onto cta and thread only"
     )
     with pytest.raises(PlanError, match=message):
         _realize(p)
@@ -152,14 +152,43 @@ def test_mesh_scope_the_catalog_lacks_fails_closed(cuda_source) -> None:
     """seed 003: a Mesh scope on a level the cuda catalog has no axis for is refused by planning, by name."""
     with pytest.raises(
         PlanError,
-        match=r"cuda: kernel k0_add .*explicit placement on 'thread' refused: the "
-        r"target's execution axes are cluster, cta, warp, lane",
+        match=r"cuda: kernel k0_add .*explicit placement on 'wavefront' refused: the "
+        r"target's execution axes are cluster, cta, thread, warp, lane",
     ):
-        cuda_source(_placed(("cta", 4), ("thread", 128)))
+        cuda_source(_placed(("cta", 4), ("wavefront", 64)))
 
 
 def test_mesh_scope_on_warp_fails_closed_and_on_cta_compiles(cuda_source) -> None:
     """A warp placement the realization cannot factor is refused; a cta placement is the grid itself."""
     with pytest.raises(PlanError, match=r"explicit placement on 'warp' refused"):
         cuda_source(_placed(("warp", 4)))
-    assert "placed__k0_add<<<" in cuda_source(_placed(("cta", 4)))
+    assert "placed__k0_add<<<grid_blocks(work_, 256), 256" in cuda_source(_placed(("cta", 4)))
+
+
+def test_execution_bridge_mesh_over_thread_is_realized_as_placed(sched) -> None:
+    """seed 003, Execution bridge: a Mesh over cta x thread takes the placed realization, its
+    launch exactly the mesh (4 CTAs of 128 threads), whatever the other realizers would pick."""
+    p = sched(_placed(("cta", 4), ("thread", 128)))
+    (r,) = _realize(p)
+    assert (r.kind, r.threads, r.placed.ctas, r.placed.threads) == ("placed", 128, 4, 128)
+    assert [[c.axis for c in cuts] for cuts in r.placed.cuts] == [["cta"], ["thread"]]
+    assert "cuda: placed on the Mesh: <<<4, 128>>>" in r.notes[0]
+
+
+def test_explicit_gemm_atom_and_thread_placement_conflict(sched) -> None:
+    """seed 003: two explicit requests that cannot both hold fail closed; an automatically chosen
+    atom gives way to the placement instead."""
+    mesh = Mesh((Topology("cta", 2), Topology("thread", 64)), (2, 64))
+
+    @func
+    def mm(x: Tensor[(64, 32), f32], w: ConstTensor[(32, 64), f32]):
+        with mesh:
+            y = x @ w
+        return y
+
+    (r,) = _realize(sched(mm))
+    assert r.kind == "placed"
+    assert "keeps the loop the atom cuda_gemm_simt_64x64x16_f32_rrr replaced" in r.notes[0]
+    with pytest.raises(PlanError, match=r"explicit GEMM atom and placement on 'thread' refused: the atom "
+                       r"cuda_gemm_simt_64x64x16_f32_rrr chooses its own launch geometry"):
+        _realize(sched(mm, {"gemm": "atom"}), {"gemm": "atom"})

@@ -1,9 +1,12 @@
 """The cuda target's catalogs: sm_80, sm_90 and sm_90a, as data.
 
-Axes, outermost first: `cluster` (sm_90+) > `cta` (the grid) > `warp` > `lane`; seed 000's
-`thread` level (threadIdx) is warp × lane. Peak numbers come from the reference part of each
-arch (A100 SXM for sm_80, H200 SXM for sm_90/sm_90a) unless the probe saw a GPU of that arch,
-whose SM count, memory and shared-memory limit then replace the reference part's.
+Axes, outermost first: `cluster` (sm_90+) > `cta` (the grid, blockIdx) > `warp` > `lane`. Seed
+000 §2.1's `thread` level (threadIdx) is a second child of `cta` naming the same threads as
+warp × lane, flattened: the axis a Mesh over threads places work on.
+
+Peak numbers come from the reference part of each arch (A100 SXM for sm_80, H200 SXM for
+sm_90/sm_90a) unless the probe saw a GPU of that arch, whose SM count, memory and
+shared-memory limit then replace the reference part's.
 
 MMA operand layouts are CuTe's MMA_Traits (thread, value) -> coordinate layouts:
 
@@ -239,6 +242,8 @@ def arch_catalog(arch: str, gpu: GpuFacts | None = None) -> TargetCatalog:
     spec, part = ARCHS[arch], part_for(arch, gpu)
     smem = gpu.smem_per_cta if _same_silicon(gpu, arch) else spec.smem_per_cta
     axes = [ExecAxis(name="cta", binds=("group", "worker"), dynamic=True),
+            ExecAxis(name="thread", parent="cta", binds=("worker",), max_extent=MAX_THREADS_PER_CTA,
+                     granule=WARP),
             ExecAxis(name="warp", parent="cta", binds=("subgroup",), max_extent=MAX_THREADS_PER_CTA // WARP),
             ExecAxis(name="lane", parent="warp", binds=("worker",), max_extent=WARP, granule=WARP)]
     if spec.max_cluster:

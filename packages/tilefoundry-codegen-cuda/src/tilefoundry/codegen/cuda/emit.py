@@ -46,16 +46,18 @@ class LaunchConfig:
         threads: threads per CTA.
         per_block: instances one CTA covers per grid-stride step.
         smem_bytes: dynamic shared memory (static shared memory is in the kernel).
+        ctas: a fixed CTA count (a placed kernel's Mesh), else None: enough CTAs for the work.
     """
 
     work: str
     threads: int
     per_block: int
     smem_bytes: int = 0
+    ctas: int | None = None
 
     @property
     def grid(self) -> str:
-        return f"grid_blocks(work_, {self.per_block})"
+        return str(self.ctas) if self.ctas is not None else f"grid_blocks(work_, {self.per_block})"
 
 
 def _derive_launch_config(r: Realization, cx: CExpr, packed: bool = False) -> LaunchConfig:
@@ -63,9 +65,11 @@ def _derive_launch_config(r: Realization, cx: CExpr, packed: bool = False) -> La
 
     A grid or check runs one instance per thread (a packed grid one pack per thread); rows run
     `threads / group` instances per CTA. Kernels stride over instances, so the grid is capped
-    at the hardware limit and any extent is covered.
+    at the hardware limit and any extent is covered. A placed kernel launches its Mesh as given.
     """
     extents = [c.extent for c in r.chain]
+    if r.placed is not None:
+        return LaunchConfig(cx(work(extents)), r.threads, r.threads, ctas=r.placed.ctas)
     if packed:
         assert r.packs is not None
         extents[-1] = floordiv(extents[-1], r.packs.lanes)

@@ -21,6 +21,7 @@ from tilefoundry.ir.tile.expr import Const, Expr, floordiv, loads, mul
 from tilefoundry.ir.tile.stmt import Buffer, Kernel, Program, stmt_exprs, walk_stmts
 
 from .group import GroupCode, unflatten
+from .placed import local_loops
 from .realize import Realization
 from .serial import SerialCode, indent, largest_count
 from .vector import PackCode
@@ -134,6 +135,17 @@ def _rows(program: Program, r: Realization) -> list[str]:
         *indent(unflatten("row_", [(n, cx(c.extent)) for n, c in zip(names, r.chain, strict=True)]), 2),
     ]
     return out + body + ["  }", "}", ""]
+
+
+@emitter("placed")
+def _placed(program: Program, r: Realization) -> list[str]:
+    assert r.placed is not None
+    serial = SerialCode(dim_names(program), r.kernel.name)
+    blocks, heads = local_loops(r.placed, r.chain, serial.cx())
+    out = [*_head(r, program), *indent(blocks, 1)]
+    out += [line for d, head in enumerate(heads, 1) for line in indent([head], d)]
+    out += serial.stmt(r.body, len(heads) + 1, {})
+    return [*out, *("  " * d + "}" for d in range(len(heads), 0, -1)), "}", ""]
 
 
 def _unique(buffers: list[Buffer]) -> list[Buffer]:

@@ -4,6 +4,8 @@ The binding pass put a kernel's outer independent loops on the `cta` axis (the i
 loops). The realizers below are tried in order; the first whose proof holds on the final body
 wins, and every refusal is recorded with its reason (`Kernel.decisions`, printed in the source):
 
+    placed     the author's Mesh scope spans `thread`: exactly its <<<cta, thread>>> launch, each
+               instance running its local block of the instance loops              -> placed.py
     atom       the body is an AtomCall (a proved whole region, e.g. a GEMM)      -> atoms.py
     attention  the body is exactly the attention nest over buffers (attention.py): the
                flash atom, its K/V stages sized against the catalog's shared memory
@@ -14,7 +16,10 @@ wins, and every refusal is recorded with its reason (`Kernel.decisions`, printed
     grid       everything else: one thread per instance, the body serial in order;
                16-byte packs along the innermost instance axis when proved (vector.py)
 
-An explicit placement (the author's Mesh scope) the realization cannot honor fails closed.
+An explicit placement (the author's Mesh scope) the realization cannot honor fails closed. A
+Mesh over `cta` alone is what every realization does with the instance loops (on as many CTAs
+as the launch picks); one over `thread` is realized as placed; `cluster`, `warp` and `lane`
+placements are refused.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from tilefoundry.ir.tile.stmt import Alloc, AtomCall, Check, For, Kernel, Seq, S
 
 from .attention import atom_blocker, atom_call, match_attention
 from .group import GroupCode
+from .placed import PlacedGrid, plan_placed
 from .serial import SerialCode, largest_count
 from .vector import PackPlan, plan_packs
 
@@ -41,7 +47,7 @@ WARP_ROW_EXTENT = 1024
 ROW_WARPS_PER_CTA = 4
 # NOTE: statically declared shared memory is limited to 48 KiB per CTA whatever the device offers.
 STATIC_SMEM_BYTES = 48 * 1024
-PLACEMENTS = ("cta",)
+PLACEMENTS = ("cta", "thread")
 ATTENTION_CHOICES = ("auto", "loop", "atom")
 # The attention atom's K/V tile (keys) and query rows per CTA (atoms/attention.cuh).
 ATTN_KEYS = 32
@@ -53,7 +59,7 @@ class Realization:
     """One launch of a kernel.
 
     Attributes:
-        kind: "atom", "check", "rows" or "grid".
+        kind: "placed", "atom", "check", "rows" or "grid".
         name: the __global__ function's name (unique in the translation unit).
         chain: instance loops flattened onto the launch, outermost first.
         body: what each instance runs (the AtomCall for an atom).
@@ -61,6 +67,7 @@ class Realization:
         packs: the 16-byte pack plan of a grid's innermost instance axis.
         smem_bytes: static shared memory of the kernel.
         reassociate, vectorize: the options a rows realization shares loops under.
+        placed: the launch of a placed realization (gridDim, blockDim, the loops' cuts).
         notes: the decisions behind it, printed above the kernel.
     """
 
@@ -75,6 +82,7 @@ class Realization:
     smem_bytes: int = 0
     reassociate: bool = False
     vectorize: bool = True
+    placed: PlacedGrid | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -100,6 +108,7 @@ class Realizer:
         self.vectorize = bool(options.get("vectorize", True))
         self.reassociate = bool(options.get("reassociate", False))
         self.attention = options.get("attention", "auto")
+        self.gemm = options.get("gemm", "auto")
         if self.attention not in ATTENTION_CHOICES:
             raise PlanError(
                 f"option attention must be one of {', '.join(ATTENTION_CHOICES)}, got {self.attention!r}",
@@ -123,13 +132,13 @@ class Realizer:
         )
 
     def check_placement(self) -> None:
-        """The author's Mesh scope: instance loops go to `cta`; finer placement is not implemented."""
+        """The author's Mesh scope: instance loops go to `cta` and `thread`; other levels are refused."""
         for axis in self.k.request:
             if axis not in PLACEMENTS:
                 raise self.refuse(
                     f"placement on '{axis}'",
-                    "the CUDA realization maps a kernel's instance loops onto cta only; placing work on "
-                    f"'{axis}' needs a coordinate factorization it does not implement",
+                    "the CUDA realization maps a kernel's instance loops onto cta and thread only; placing "
+                    f"work on '{axis}' needs a coordinate factorization it does not implement",
                 )
 
     def realize(self) -> list[Realization]:
@@ -154,6 +163,27 @@ def realizer(fn: Realize) -> Realize:
     """Register a realization, tried after those registered before it."""
     REALIZERS.append(fn)
     return fn
+
+
+@realizer
+def _placed(r: Realizer) -> list[Realization] | None:
+    if "thread" not in r.k.request:
+        return None
+    body, notes = r.k.body, []
+    if isinstance(body, AtomCall):
+        if r.gemm == "atom":
+            raise r.refuse("GEMM atom and placement on 'thread'", f"the atom {body.atom} chooses its own "
+                           "launch geometry, the Mesh scope fixes another; drop one of the two requests")
+        notes.append(f"cuda: the Mesh placement keeps the loop the atom {body.atom} replaced (the atom "
+                     "chooses its own launch geometry)")
+        body = body.replaces
+    elif r.k.form == "attention" and r.attention == "atom":
+        raise r.refuse("attention atom and placement on 'thread'", "the atom chooses its own launch "
+                       "geometry, the Mesh scope fixes another; drop one of the two requests")
+    chain, inner = instance_chain(body)
+    grid = plan_placed(r.k.placement, chain, r.catalog, r.refuse)
+    notes.append(grid.describe(chain))
+    return [Realization("placed", r.name, r.k, chain, inner, threads=grid.threads, placed=grid, notes=notes)]
 
 
 @realizer

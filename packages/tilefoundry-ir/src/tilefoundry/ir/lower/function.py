@@ -11,14 +11,27 @@ index so a value used twice is one expression).
 
 from __future__ import annotations
 
-from ..dims import DimVar, dim_vars, format_dim
+from ..dims import Dim, DimVar, dim_vars, dims_equal, format_dim
 from ..dtypes import i64
 from ..errors import PlanError
 from ..hir import Function, Node, Param, Value
+from ..layout import flatten, is_leaf
 from ..plan.partition import Group, Partition, node_origin
-from ..shard import Mesh
+from ..shard import Mesh, ShardLayout, Split
 from ..tile.expr import Expr, Load, binary, cast, dim_expr, loads
-from ..tile.stmt import Buffer, Check, DimBinding, Kernel, Program, Stmt, Store, seq, stmt_exprs, walk_stmts
+from ..tile.stmt import (
+    Buffer,
+    Check,
+    DimBinding,
+    Kernel,
+    MeshCut,
+    Program,
+    Stmt,
+    Store,
+    seq,
+    stmt_exprs,
+    walk_stmts,
+)
 from ..types import TensorType
 from .core import Compute, Index, IndexCheck, Nest, NestContext, Operand, loop_nest, lower
 
@@ -94,11 +107,80 @@ def _check_stmt(ctx: NestContext, check: IndexCheck) -> Stmt:
     return loop_nest(ctx, check.operand.shape, body, kind="serial", stem="c")
 
 
+def _mesh(nodes: list[Node]) -> Mesh | None:
+    """The Mesh scope a kernel runs under: its first node's."""
+    return next((n.mesh for n in nodes if isinstance(n.mesh, Mesh)), None)
+
+
 def _request(nodes: list[Node]) -> tuple[str, ...]:
+    mesh = _mesh(nodes)
+    return tuple(t.name for t in mesh.topologies) if mesh is not None else ()
+
+
+def _laid_out(nodes: list[Node], mesh: Mesh, domain: tuple[Dim, ...]) -> Node | None:
+    """The first node whose type is sharded over `mesh` with the kernel's domain as its shape."""
     for n in nodes:
-        if isinstance(n.mesh, Mesh):
-            return tuple(t.name for t in n.mesh.topologies)
-    return ()
+        layout = n.type.layout  # type: ignore[union-attr]
+        if (
+            isinstance(layout, ShardLayout)
+            and layout.mesh == mesh
+            and len(n.type.shape) == len(domain)  # type: ignore[union-attr]
+            and all(dims_equal(a, b) for a, b in zip(n.type.shape, domain, strict=True))  # type: ignore[union-attr]
+        ):
+            return n
+    return None
+
+
+def _placement(nodes: list[Node], domain: tuple[Dim, ...]) -> tuple[tuple[MeshCut, ...], str | None]:
+    """The mesh axes of a kernel's Mesh scope and the instance loop each cuts, with the reason.
+
+    The layout of the first value of the kernel sharded over that mesh says which tensor axis
+    (= instance loop; the kernel's loops run over that value's shape) each mesh axis splits;
+    without one, mesh axis m cuts loop m, the last loop for axes beyond the kernel's rank.
+    """
+    mesh = _mesh(nodes)
+    if mesh is None:
+        return (), None
+    strides = flatten(mesh.layout.stride)
+    axes = [(name, mesh.topology_of(m).name, mesh.shape[m], strides[m]) for m, name in enumerate(mesh.names)]
+    laid = _laid_out(nodes, mesh, domain)
+    if laid is None:
+        loops = [min(m, len(domain) - 1) if domain else None for m in range(mesh.rank)]
+        depths = [loops[:m].count(loops[m]) for m in range(mesh.rank)]
+        cuts = tuple(
+            MeshCut(n, t, e, s, loop, depth, "")
+            for (n, t, e, s), loop, depth in zip(axes, loops, depths, strict=True)
+        )
+        if not domain:
+            return cuts, "placement: the kernel has no instance loop for its Mesh axes to cut"
+        why = (
+            f"placement: no value of the kernel is sharded over its Mesh; mesh axis m cuts instance "
+            f"loop m, as the layout mesh[{', '.join(f'Split({c.loop})' for c in cuts)}] would"
+        )
+        return cuts, why
+    layout: ShardLayout = laid.type.layout  # type: ignore[union-attr]
+    shape = layout.layout.shape
+    modes = (shape,) if is_leaf(shape) else shape
+    where: dict[int, tuple[int, int, int]] = {}  # leaf -> (mode, position in mode, leaves in mode)
+    for d, mode in enumerate(modes):
+        leaves = len(flatten(mode))
+        for j in range(leaves):
+            where[len(where)] = (d, j, leaves)
+    split = layout.split_positions()
+    cuts = []
+    for (name, topo, extent, stride), attr in zip(axes, layout.attrs, strict=True):
+        loop, depth, text = None, 0, str(attr)
+        if isinstance(attr, Split):
+            d, j, leaves = where[attr.axis]
+            mode_leaves = list(range(attr.axis - j, attr.axis - j + leaves))
+            cut = [p for p in mode_leaves if p in split]
+            # Contiguous blocks only when the split leaves are the mode's last (slowest-moving) ones.
+            if cut == mode_leaves[leaves - len(cut):]:
+                loop, depth = d, cut[::-1].index(attr.axis)
+            else:
+                text += f" (a strided cut of tensor axis {d}, not contiguous blocks)"
+        cuts.append(MeshCut(name, topo, extent, stride, loop, depth, text))
+    return tuple(cuts), f"placement: the layout of {node_origin(laid)}, {layout}"
 
 
 def dim_var_names(fn: Function) -> frozenset[str]:
@@ -134,8 +216,13 @@ def _kernels(
         name, kind = f"k{index}_{g.nodes[-1].op.name}", "element grid"  # type: ignore[union-attr]
     checks += kb.checks()
     writes = tuple(buffers[n] for n in g.nodes)
-    kernel = Kernel(name, kind, body, _reads(body, writes), writes, tuple(kb.origin), _request(g.nodes))
+    placement, why = _placement([*g.nodes, *kb.computes], g.domain)
+    kernel = Kernel(
+        name, kind, body, _reads(body, writes), writes, tuple(kb.origin), _request(g.nodes), placement
+    )
     kernel.decisions.extend(g.notes)
+    if why is not None:
+        kernel.decisions.append(why)
     if not checks:
         return [kernel]
     check_body = seq(*(_check_stmt(ctx, c) for c in checks))

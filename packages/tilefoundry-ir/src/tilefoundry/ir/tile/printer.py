@@ -115,6 +115,8 @@ def format_kernel(k: Kernel, indent: int = 1) -> list[str]:
     if k.origin:
         head += "  origin: " + ", ".join(k.origin)
     lines = [head]
+    if k.placement:
+        lines.append(f"{pad}  placed: " + ", ".join(str(c) for c in k.placement))
     lines += [f"{pad}  # {d}" for d in k.decisions]
     lines += format_stmt(k.body, indent + 1)
     return lines

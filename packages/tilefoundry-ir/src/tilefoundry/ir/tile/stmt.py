@@ -234,6 +234,39 @@ def stmt_exprs(s: Stmt) -> tuple[Expr, ...]:
     return ()
 
 
+@dataclass(frozen=True)
+class MeshCut:
+    """One mesh axis of a kernel's explicit placement: which instance loop it cuts (seed 000 §2.3, §2.10).
+
+    Instance `id` of `topology` sits at coordinate `(id / stride) % extent` on this axis; that
+    coordinate picks one of `extent` contiguous blocks of ceil(n / extent) iterations of instance
+    loop `loop` (of extent n), the same cut `local()` makes of a Split tensor axis.
+
+    Attributes:
+        axis: the mesh axis name (`cta`, `thread0`).
+        topology: the topology level whose ids the axis reads.
+        extent: instances along the axis.
+        stride: the axis' stride within its topology's ids (the mesh layout's stride).
+        loop: the instance loop it cuts (0 = outermost), or None when its layout does not split
+            the kernel's domain into blocks; `attr` then says what it does instead.
+        depth: among the axes cutting one loop, 0 cuts the largest blocks.
+        attr: the layout's shard attribute on this axis, as text (`Split(1)`, `Broadcast`).
+    """
+
+    axis: str
+    topology: str
+    extent: int
+    stride: int
+    loop: int | None
+    depth: int = 0
+    attr: str = ""
+
+    def __str__(self) -> str:
+        cut = f"cuts loop {self.loop}" + (f" (depth {self.depth})" if self.depth else "")
+        text = f"{self.axis}:{self.extent} {cut if self.loop is not None else 'cuts no loop'}"
+        return f"{text} [{self.attr}]" if self.attr else text
+
+
 @dataclass(eq=False)
 class Kernel:
     """One kernel of a program.
@@ -246,6 +279,8 @@ class Kernel:
         reads / writes: the buffers it reads and writes (parameters and temporaries).
         origin: the HIR ops it realizes, `op@file:line`, for diagnostics.
         request: an explicit placement (execution axis names) from the author's Mesh scope.
+        placement: the mesh axes of that placement and the instance loop each cuts, one per
+            mesh axis in mesh order (empty without a Mesh scope).
         decisions: planning decisions with their reasons (Scheduled form only).
     """
 
@@ -256,6 +291,7 @@ class Kernel:
     writes: tuple[Buffer, ...]
     origin: tuple[str, ...] = ()
     request: tuple[str, ...] = ()
+    placement: tuple[MeshCut, ...] = ()
     decisions: list[str] = field(default_factory=list)
 
 
