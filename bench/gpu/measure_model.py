@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from tilefoundry.models import CausalLMConfig, causal_lm_alias
+from tilefoundry.models import CausalLMConfig, causal_lm_alias, linear_layout_of
 from tilefoundry.models.checkpoint import hf_shapes
 from tilefoundry.runtime import DictResource, generate
 
@@ -106,7 +106,7 @@ class _Reference:
         )
         self.failure: str | None = None
         try:
-            loaded = case.ours().load(resource)
+            loaded = case.ours(s.target).load(resource)
             self.inputs = loaded.prepare_inputs(
                 self.ids, 0, random_caches(cfg, case.context, dev, s.seed), device=dev
             )
@@ -213,7 +213,7 @@ def measure_model(case: ModelCase, s: Session) -> CaseResult:
     """Our compiled twin and (when wanted) transformers eager on one model case."""
     cfg = config_of(case.config)
     weights = device_weights(cfg, s.device, s.seed)
-    resource = DictResource(weights, alias=causal_lm_alias(cfg))
+    resource = DictResource(weights, alias=causal_lm_alias(cfg, linear_layout_of(s.target)))
     ref = _Reference(case, cfg, resource, s)
     result = CaseResult(case, Measured("ours"))
     try:

@@ -139,3 +139,35 @@ def test_prepare_writes_k_major_weights_that_load_without_an_alias(tmp_path):
         return model(*model.prepare_inputs(ids, 0, model.init_caches(device="cpu"), device="cpu"))[0]
 
     assert torch.equal(prefill(prepared), prefill(direct))
+
+
+@pytest.mark.parametrize("variant", ["qwen3", "qwen2", "llama-tied"])
+def test_out_in_layout_reads_linear_weights_as_stored_and_computes_the_same_logits(tmp_path, variant):
+    """linear_layout="out_in" (cuda's): every Linear weight loads as the checkpoint stores it, a tied
+    LM head is the embedding table itself, and a prefill gives the in_out Module's logits."""
+    cfg = config_from_dict(VARIANTS[variant], source="config")
+    ckpt = write_random_checkpoint(tmp_path / "hf", seed=5, config=VARIANTS[variant], tokenizer=False)
+    models = {}
+    for layout in ("in_out", "out_in"):
+        sem = causal_lm(cfg, context=8, linear_layout=layout)
+        resource = SafetensorsResource(str(ckpt), device="cpu", alias=causal_lm_alias(cfg, layout))
+        models[layout] = sem.load(resource)
+    out_in = models["out_in"]
+    for name in CAUSAL_LINEAR:
+        stored = out_in.layers[0].constants[name]
+        assert torch.equal(stored.t(), models["in_out"].layers[0].constants[name]), name
+    if cfg.tie_word_embeddings:
+        assert torch.equal(out_in.constants["lm_head"], out_in.constants["embed_tokens"])
+    ids = torch.randint(0, cfg.vocab_size, (5,), generator=torch.Generator().manual_seed(6))
+    logits = {
+        layout: m(*m.prepare_inputs(ids, 0, m.init_caches(device="cpu"), device="cpu"))[0]
+        for layout, m in models.items()
+    }
+    torch.testing.assert_close(logits["out_in"], logits["in_out"], rtol=1e-5, atol=1e-5)
+
+
+def test_an_unknown_linear_layout_is_refused_by_name():
+    """A layout neither target reads fails before anything is built, naming the accepted ones."""
+    cfg = config_from_dict(DEMO_CONFIG, source="config")
+    with pytest.raises(ValueError, match=r"linear_layout must be one of in_out, out_in, got 'kn'"):
+        causal_lm(cfg, context=8, linear_layout="kn")

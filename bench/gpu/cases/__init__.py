@@ -127,17 +127,18 @@ class ModelCase:
     tolerance: float = 3e-2
     goals: tuple[Goal, ...] = ()
 
-    def ours(self) -> Any:
-        """The semantic Module: `causal_lm(config, context=context)`."""
-        from tilefoundry.models import causal_lm, config_from_dict
+    def ours(self, target: str) -> Any:
+        """The semantic Module for `target`: `causal_lm(config, context=, linear_layout=)`."""
+        from tilefoundry.models import causal_lm, config_from_dict, linear_layout_of
 
-        return causal_lm(config_from_dict(dict(self.config), source=self.id), context=self.context)
+        config = config_from_dict(dict(self.config), source=self.id)
+        return causal_lm(config, context=self.context, linear_layout=linear_layout_of(target))
 
     def compile(self, target: str) -> Any:
         """The compiled twin (not yet loaded): `tilefoundry.twin(sem, target=target)`."""
         import tilefoundry
 
-        return tilefoundry.twin(self.ours(), target=target)
+        return tilefoundry.twin(self.ours(target), target=target)
 
 
 Case = KernelCase | ModelCase

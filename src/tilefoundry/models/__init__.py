@@ -21,7 +21,15 @@ from .config import (
     read_config,
 )
 from .hf_names import bert_alias, causal_lm_alias
-from .runners import RUNNERS, TARGETS, OpenedModel, default_device, load_tokenizer, open_model
+from .runners import (
+    RUNNERS,
+    TARGETS,
+    OpenedModel,
+    default_device,
+    linear_layout_of,
+    load_tokenizer,
+    open_model,
+)
 from .torch_twins import bert_twin, causal_lm_twin
 
 __all__ = [
@@ -42,6 +50,7 @@ __all__ = [
     "causal_lm_twin",
     "config_from_dict",
     "default_device",
+    "linear_layout_of",
     "load_tokenizer",
     "open_model",
     "read_config",

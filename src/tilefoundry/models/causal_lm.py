@@ -8,11 +8,16 @@
 The tree mirrors the checkpoint: a root with `embed` and `logits`, and children `layers.0` ...
 `layers.{L-1}`, each with `attention` (RMSNorm, q/k/v projections, Qwen2's q/k/v bias or
 Qwen3's per-head q/k RMSNorm, rotary embedding, KV-cache update, grouped-query causal attention,
-output projection, residual) and `mlp` (RMSNorm, SwiGLU, residual). Linear weights are declared
-K-major, `(in_features, out_features)`, and used as `x @ w`: the row-major `(K, N)` operand the
-compiled GEMM atoms read in place. The checkpoint stores them `(out_features, in_features)`; the
-alias table (hf_names.py) transposes each once, at load. The LM head `lm_head` is `(hidden, vocab)`
-either way; with tied embeddings it is read from the embedding table.
+output projection, residual) and `mlp` (RMSNorm, SwiGLU, residual). Linear weights come in one
+of two layouts (`linear_layout`), whichever the target's GEMM atoms read in place:
+
+    "in_out"  (in_features, out_features), used as `x @ w`: the row-major (K, N) operand of the
+              cpu atoms. The checkpoint stores `(out, in)`; the alias table transposes each
+              weight once, at load.
+    "out_in"  (out_features, in_features) as the checkpoint stores it, used as
+              `x @ tf.transpose(w, (1, 0))`: the cuda atoms read the (N, K) operand in place (the
+              TN GEMM of wgmma, and a decode GEMV whose every row is contiguous), nothing is
+              copied at load, and a tied LM head is the embedding table itself.
 
 One step is `forward(ids, cos, sin, positions, pos, kv_len, caches) -> (logits, caches)`:
 
@@ -42,30 +47,50 @@ from tilefoundry.ir.module import Module
 from .config import CausalLMConfig
 from .rotary import rotary_tables
 
+LINEAR_LAYOUTS = ("in_out", "out_in")
 
-def causal_lm(cfg: CausalLMConfig, *, context: int | None = None) -> Module:
+
+def check_linear_layout(linear_layout: str) -> None:
+    """Raise ValueError naming the accepted layouts when `linear_layout` is not one."""
+    if linear_layout not in LINEAR_LAYOUTS:
+        raise ValueError(f"linear_layout must be one of {', '.join(LINEAR_LAYOUTS)}, got {linear_layout!r}")
+
+
+def causal_lm(cfg: CausalLMConfig, *, context: int | None = None, linear_layout: str = "in_out") -> Module:
     """The semantic Module of `cfg`'s model with a KV cache of `context` positions.
 
     Args:
         context: cache length, the most positions one sequence may use; defaults to and may not
             exceed `cfg.max_context`.
+        linear_layout: how Linear weights are declared, "in_out" or "out_in" (module docstring).
 
     Raises:
-        ValueError: a context outside [1, cfg.max_context].
+        ValueError: a context outside [1, cfg.max_context], or an unknown layout.
     """
     context = cfg.max_context if context is None else context
     if not 1 <= context <= cfg.max_context:
         raise ValueError(
             f"causal_lm: context must lie in [1, {cfg.max_context}] (the model's context), got {context}"
         )
-    layer = _decoder_layer(cfg, context)
-    embed, logits = _root_functions(cfg, context)
+    check_linear_layout(linear_layout)
+    layer = _decoder_layer(cfg, context, linear_layout)
+    embed, logits = _root_functions(cfg, context, linear_layout)
     methods = _methods(cfg, context)
     ns: dict[str, Any] = {"embed": embed, "logits": logits, "layers": (layer,) * cfg.num_layers, **methods}
     return module(type("CausalLM", (), ns))
 
 
-def _decoder_layer(cfg: CausalLMConfig, context: int) -> Module:
+def _weight(dt: Any, k: int, n: int, linear_layout: str) -> Any:
+    """The declared type of a Linear weight from k to n features."""
+    return ConstTensor[(k, n) if linear_layout == "in_out" else (n, k), dt]
+
+
+def _matmul(x: Any, w: Any, linear_layout: str) -> Any:
+    """x @ W for a Linear weight in `linear_layout`."""
+    return x @ w if linear_layout == "in_out" else x @ tf.transpose(w, (1, 0))
+
+
+def _decoder_layer(cfg: CausalLMConfig, context: int, linear_layout: str) -> Module:
     """One decoder layer: `attention` (in the variant cfg calls for) and `mlp`."""
     dt, h, d, eps = dtype_of(cfg.dtype), cfg.hidden_size, cfg.head_dim, cfg.rms_norm_eps
     nq, nkv, inter = cfg.num_heads, cfg.num_kv_heads, cfg.intermediate_size
@@ -77,7 +102,9 @@ def _decoder_layer(cfg: CausalLMConfig, context: int) -> Module:
     Cache = Tensor[(1, nkv, context, d), dt]
     Norm = ConstTensor[(h,), dt]
     HeadNorm = ConstTensor[(d,), dt]
-    Wq, Wkv, Wo = ConstTensor[(h, nq * d), dt], ConstTensor[(h, nkv * d), dt], ConstTensor[(nq * d, h), dt]
+    Wq, Wkv, Wo = (_weight(dt, h, nq * d, linear_layout), _weight(dt, h, nkv * d, linear_layout),
+                   _weight(dt, nq * d, h, linear_layout))
+    Wup, Wdown = _weight(dt, h, inter, linear_layout), _weight(dt, inter, h, linear_layout)
     Bq, Bkv = ConstTensor[(nq * d,), dt], ConstTensor[(nkv * d,), dt]
 
     def heads(y: Any, n: int) -> Any:
@@ -104,10 +131,10 @@ def _decoder_layer(cfg: CausalLMConfig, context: int) -> Module:
         v_cache = tf.cache_update(v_cache, pos, v)
         o = tf.attention(q, k_cache, v_cache, scale=1 / math.sqrt(d), causal=True, kv_len=kv_len)
         o = tf.reshape(tf.transpose(o, (0, 2, 1, 3)), (T, nq * d))
-        return x + o @ o_proj, k_cache, v_cache
+        return x + _matmul(o, o_proj, linear_layout), k_cache, v_cache
 
     def project(hn: Any, w: Any, n: int, bias: Any = None) -> Any:
-        y = hn @ w
+        y = _matmul(hn, w, linear_layout)
         return heads(y if bias is None else y + bias, n)
 
     if cfg.qkv_bias:
@@ -191,17 +218,18 @@ def _decoder_layer(cfg: CausalLMConfig, context: int) -> Module:
     def mlp(
         x: X,
         post_attention_layernorm: Norm,
-        gate_proj: ConstTensor[(h, inter), dt],
-        up_proj: ConstTensor[(h, inter), dt],
-        down_proj: ConstTensor[(inter, h), dt],
+        gate_proj: Wup,
+        up_proj: Wup,
+        down_proj: Wdown,
     ):
         hn = tf.rms_norm(x, post_attention_layernorm, eps=eps)
-        return x + (tf.silu(hn @ gate_proj) * (hn @ up_proj)) @ down_proj
+        gated = tf.silu(_matmul(hn, gate_proj, linear_layout)) * _matmul(hn, up_proj, linear_layout)
+        return x + _matmul(gated, down_proj, linear_layout)
 
     return module(type("DecoderLayer", (), {"attention": attention, "mlp": mlp}))
 
 
-def _root_functions(cfg: CausalLMConfig, context: int) -> tuple[Function, Function]:
+def _root_functions(cfg: CausalLMConfig, context: int, linear_layout: str) -> tuple[Function, Function]:
     """`embed` (token ids to hidden states) and `logits` (final norm and LM head)."""
     dt, h, v, eps = dtype_of(cfg.dtype), cfg.hidden_size, cfg.vocab_size, cfg.rms_norm_eps
     T = DimVar("tokens", 1, context + 1)
@@ -211,11 +239,11 @@ def _root_functions(cfg: CausalLMConfig, context: int) -> tuple[Function, Functi
     def embed(ids: Tensor[(T,), i64], embed_tokens: ConstTensor[(v, h), dt]):
         return tf.embedding(embed_tokens, ids)
 
-    # Its own K-major weight even when tied: the embedding rows are the head's columns, and a
-    # transpose per call would cost more than holding the table twice.
+    # "in_out": its own (hidden, vocab) weight even when tied (the table transposed once at load);
+    # "out_in": the (vocab, hidden) table itself.
     @func
-    def logits(x: X, norm: ConstTensor[(h,), dt], lm_head: ConstTensor[(h, v), dt]):
-        return tf.rms_norm(x, norm, eps=eps) @ lm_head
+    def logits(x: X, norm: ConstTensor[(h,), dt], lm_head: _weight(dt, h, v, linear_layout)):
+        return _matmul(tf.rms_norm(x, norm, eps=eps), lm_head, linear_layout)
 
     return embed, logits
 

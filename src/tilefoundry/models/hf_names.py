@@ -17,12 +17,12 @@ declared name, resolved in the resource's lookup order (seed 000 §1.5):
                   query (in layers.3)   -> Preprocessed(encoder.layer.3.attention.self.query.weight,
                                                         transposed)
 
-Hugging Face stores a Linear weight `(out_features, in_features)`; the DSL models declare it
-K-major, `(in_features, out_features)`, and compute `x @ w`, which is the row-major `(K, N)`
-operand the compiled targets' GEMM atoms take in place. Each Linear weight's entry is therefore a
-`Preprocessed` transpose, applied once when the weight is loaded rather than on every call.
-Every other weight (embeddings, norms, biases) keeps the checkpoint's layout; every one keeps its
-dtype.
+Hugging Face stores a Linear weight `(out_features, in_features)`. A Module declared with
+linear_layout="in_out" (the cpu target's) takes it `(in_features, out_features)` and computes
+`x @ w`, the row-major `(K, N)` operand its GEMM atoms take in place, so each Linear weight's entry
+is a `Preprocessed` transpose, applied once at load rather than on every call. With "out_in"
+(cuda's) the weights are read as stored and the Module computes `x @ w.T`. Every other weight
+(embeddings, norms, biases) keeps the checkpoint's layout; every one keeps its dtype.
 """
 
 from __future__ import annotations
@@ -96,14 +96,23 @@ BERT_ROOT = {
 }
 
 
-def causal_lm_alias(cfg: CausalLMConfig) -> dict[str, AliasValue]:
-    """The alias table that reads a Llama / Qwen2 / Qwen3 Hugging Face checkpoint."""
+def causal_lm_alias(cfg: CausalLMConfig, linear_layout: str = "in_out") -> dict[str, AliasValue]:
+    """The alias table that reads a Llama / Qwen2 / Qwen3 Hugging Face checkpoint.
+
+    Args:
+        linear_layout: the Module's ("in_out" transposes each Linear weight at load; "out_in"
+            reads them as stored).
+    """
     table: dict[str, AliasValue] = dict(CAUSAL_LM_ROOT)
     # Tied: the LM head is the embedding table, which the checkpoint stores once, at the root.
-    head = Absolute("model.embed_tokens.weight") if cfg.tie_word_embeddings else "lm_head.weight"
-    table["lm_head"] = Preprocessed(head, transposed)
+    head: str | Absolute = "lm_head.weight"
+    if cfg.tie_word_embeddings:
+        head = Absolute("model.embed_tokens.weight")
+    table["lm_head"] = Preprocessed(head, transposed) if linear_layout == "in_out" else head
     table.update({f"layers.{i}": f"model.layers.{i}" for i in range(cfg.num_layers)})
-    table.update(CAUSAL_LM_LAYER)
+    for name, value in CAUSAL_LM_LAYER.items():
+        as_stored = isinstance(value, Preprocessed) and linear_layout == "out_in"
+        table[name] = value.name if as_stored else value  # type: ignore[union-attr]
     return table
 
 

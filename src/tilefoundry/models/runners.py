@@ -67,6 +67,16 @@ def _compiled(target: str) -> Runner:
     return run
 
 
+# How each target declares a causal LM's Linear weights (causal_lm.py): the layout its GEMM atoms
+# read in place. cuda's atoms take the checkpoint's (out, in) as the K-major operand; the cpu
+# atoms and the torch twin take (in, out) (transposed once at load).
+LINEAR_LAYOUT: dict[str, str] = {"cuda": "out_in"}
+
+
+def linear_layout_of(target: str) -> str:
+    """The Linear-weight layout a causal LM compiled for `target` declares."""
+    return LINEAR_LAYOUT.get(target, "in_out")
+
 RUNNERS: dict[str, Runner] = {
     "reference": _reference,
     "torch": _torch,
@@ -159,8 +169,9 @@ def open_model(
         )
     start = time.perf_counter()
     if isinstance(cfg, CausalLMConfig):
-        sem = causal_lm(cfg, context=context)
-        alias = causal_lm_alias(cfg)
+        layout = linear_layout_of(target)
+        sem = causal_lm(cfg, context=context, linear_layout=layout)
+        alias = causal_lm_alias(cfg, layout)
     else:
         sem = bert_encoder(cfg)
         alias = bert_alias(cfg, prefix=_bert_prefix(Path(ckpt_dir)))

@@ -42,9 +42,11 @@ class TorchKernel(RuntimeFunction):
         return self._body(**dict(zip(self._names, args, strict=True)))
 
 
-def _linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
-    # w is (in, out); F.linear wants (out, in) and reads the transposed view without a copy.
-    return F.linear(x, w.t(), b)
+def _linear(
+    x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out_in: bool = False
+) -> torch.Tensor:
+    # F.linear wants (out, in); an (in, out) weight is read through its transposed view, no copy.
+    return F.linear(x, w if out_in else w.t(), b)
 
 
 def _rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
@@ -60,10 +62,14 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torc
     return (xf * c + torch.cat((-x2, x1), dim=-1) * s).to(x.dtype)
 
 
-def causal_lm_twin(cfg: CausalLMConfig, sem: Module) -> type[RuntimeModule]:
-    """The torch twin class of `causal_lm(cfg, ...)`'s Module `sem`."""
+def causal_lm_twin(cfg: CausalLMConfig, sem: Module, linear_layout: str = "in_out") -> type[RuntimeModule]:
+    """The torch twin class of `causal_lm(cfg, ..., linear_layout=)`'s Module `sem`."""
     eps, nq, nkv, d = cfg.rms_norm_eps, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
     layer_sem = sem.layers[0]
+    out_in = linear_layout == "out_in"
+
+    def project(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
+        return _linear(x, w, b, out_in)
 
     def attention(
         x,
@@ -87,9 +93,9 @@ def causal_lm_twin(cfg: CausalLMConfig, sem: Module) -> type[RuntimeModule]:
     ):
         t = x.shape[0]
         h = _rms_norm(x, input_layernorm, eps)
-        q = _linear(h, q_proj, q_proj_bias).view(1, t, nq, d).transpose(1, 2)
-        k = _linear(h, k_proj, k_proj_bias).view(1, t, nkv, d).transpose(1, 2)
-        v = _linear(h, v_proj, v_proj_bias).view(1, t, nkv, d).transpose(1, 2)
+        q = project(h, q_proj, q_proj_bias).view(1, t, nq, d).transpose(1, 2)
+        k = project(h, k_proj, k_proj_bias).view(1, t, nkv, d).transpose(1, 2)
+        v = project(h, v_proj, v_proj_bias).view(1, t, nkv, d).transpose(1, 2)
         if q_norm is not None:
             q, k = _rms_norm(q, q_norm, eps), _rms_norm(k, k_norm, eps)
         q, k = _rope(q, cos, sin, positions), _rope(k, cos, sin, positions)
@@ -102,17 +108,17 @@ def causal_lm_twin(cfg: CausalLMConfig, sem: Module) -> type[RuntimeModule]:
         o = F.scaled_dot_product_attention(
             q.float(), k_cache.float(), v_cache.float(), attn_mask=mask, scale=d**-0.5, enable_gqa=True
         ).to(x.dtype)
-        return x + _linear(o.transpose(1, 2).reshape(t, nq * d), o_proj), k_cache, v_cache
+        return x + project(o.transpose(1, 2).reshape(t, nq * d), o_proj), k_cache, v_cache
 
     def mlp(x, post_attention_layernorm, gate_proj, up_proj, down_proj):
         h = _rms_norm(x, post_attention_layernorm, eps)
-        return x + _linear(F.silu(_linear(h, gate_proj)) * _linear(h, up_proj), down_proj)
+        return x + project(F.silu(project(h, gate_proj)) * project(h, up_proj), down_proj)
 
     def embed(ids, embed_tokens):
         return F.embedding(ids, embed_tokens)
 
     def logits(x, norm, lm_head):
-        return _linear(_rms_norm(x, norm, eps), lm_head)
+        return project(_rms_norm(x, norm, eps), lm_head)
 
     return _twin_classes(
         sem, layer_sem, {"attention": attention, "mlp": mlp}, {"embed": embed, "logits": logits}

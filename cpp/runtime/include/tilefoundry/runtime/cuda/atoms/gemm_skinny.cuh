@@ -221,9 +221,10 @@ inline SkinnyDevice skinny_device() {
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
     cudaFuncAttributes attr{};
-    // The cluster form needs sm_90 machine code of this module, not just a Hopper device.
+    // The cluster form needs this module's code compiled for sm_90, not just a Hopper device: an
+    // sm_80 build JIT-compiled from its PTX runs there with the cluster branch compiled out.
     bool const built = cudaFuncGetAttributes(&attr, gemm_skinny_kn<bf16, 1, 64, SkinnyReduce::cluster>) ==
-                       cudaSuccess && attr.binaryVersion >= 90;
+                       cudaSuccess && attr.ptxVersion >= 90 && attr.binaryVersion >= 90;
     facts[device] = SkinnyDevice{sms > 0 ? sms : 1, major >= 9 && built};
   }
   return facts[device];
