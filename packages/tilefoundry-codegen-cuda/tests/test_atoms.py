@@ -28,16 +28,30 @@ def _atom(sched, fn, arch: str = "sm_90a", **options):
 
 
 def test_catalog_lists_whole_gemm_atoms_best_first() -> None:
-    """sm_90a offers the sm90 collective first; sm_80 the mma.sync mainloop; every arch the f32 SIMT atom."""
+    """sm_90a offers the sm90 collective first; sm_80 the mma.sync mainloop; every arch the f32 SIMT atom.
+
+    Each comes with B (K, N) N-major ("rrr") and B stored (N, K) K-major ("rcr").
+    """
     names = [a.name for a in arch_catalog("sm_90a").atoms_of("mma") if a.a_storage == "gmem"]
     assert names == [
         "sm90_gemm_tma_wgmma_128x128x64_bf16_rrr",
         "sm90_gemm_tma_wgmma_128x128x64_f16_rrr",
+        "sm90_gemm_tma_wgmma_128x128x64_bf16_rcr",
+        "sm90_gemm_tma_wgmma_128x128x64_f16_rcr",
         "sm80_gemm_mma_128x128x32_bf16_rrr",
         "sm80_gemm_mma_128x128x32_f16_rrr",
+        "sm80_gemm_mma_128x128x32_bf16_rcr",
+        "sm80_gemm_mma_128x128x32_f16_rcr",
         "cuda_gemm_simt_64x64x16_f32_rrr",
+        "cuda_gemm_simt_64x64x16_f32_rcr",
     ]
-    assert [a.name for a in arch_catalog("sm_80").atoms_of("mma") if a.a_storage == "gmem"] == names[2:]
+    assert [a.name for a in arch_catalog("sm_80").atoms_of("mma") if a.a_storage == "gmem"] == names[4:]
+    majors = {
+        a.name[-3:]: (a.a_major, a.b_major)
+        for a in arch_catalog("sm_90a").atoms_of("mma")
+        if a.a_storage == "gmem"
+    }
+    assert majors == {"rrr": ("K", "N"), "rcr": ("K", "K")}
 
 
 def test_gemm_atom_call_folds_batch_into_m_and_sizes_its_workspace(sched) -> None:
@@ -45,8 +59,9 @@ def test_gemm_atom_call_folds_batch_into_m_and_sizes_its_workspace(sched) -> Non
     p, r = _atom(sched, mm)
     lines = atoms.launch(p, r, CExpr({"T": "d_T"}))
     dims = "int64_t(1LL), (int64_t(2LL) * d_T), int64_t(128LL), int64_t(64LL)"
-    assert lines[1] == f"  const size_t ws_bytes_ = gemm_workspace_bytes(b_x, b_w, b_out0, {dims});"
-    assert lines[3].startswith(f"  e.cuda(gemm(b_x, b_w, b_out0, {dims}, ws_.ptr, stream_)")
+    rrr = "GemmLayout::rrr"
+    assert lines[1] == f"  const size_t ws_bytes_ = gemm_workspace_bytes<{rrr}>(b_x, b_w, b_out0, {dims});"
+    assert lines[3].startswith(f"  e.cuda(gemm<{rrr}>(b_x, b_w, b_out0, {dims}, ws_.ptr, stream_)")
 
 
 def test_sm90_gemm_is_compiled_only_into_modules_that_use_it(sched, cuda_source) -> None:
@@ -102,3 +117,54 @@ def test_f32_gemm_takes_the_simt_atom_never_tensor_cores(sched) -> None:
         return x @ w
 
     assert _atom(sched, stored)[1].body.atom == "cuda_gemm_simt_64x64x16_f32_rrr"
+
+
+@func
+def linear(x: Tensor[(T, 64), bf16], w: ConstTensor[(128, 64), bf16]):
+    return x @ tf.transpose(w, (1, 0))
+
+
+@pytest.mark.parametrize(
+    ("arch", "atom"),
+    [("sm_90a", "sm90_gemm_tma_wgmma_128x128x64_bf16_rcr"), ("sm_80", "sm80_gemm_mma_128x128x32_bf16_rcr")],
+)
+def test_x_times_w_transposed_is_one_k_major_atom_reading_w(sched, arch: str, atom: str) -> None:
+    """x @ w.T: no transpose kernel; the atom reads w (N, K) as stored and the launch names the layout."""
+    p, r = _atom(sched, linear, arch)
+    assert [k.name for k in p.kernels] == ["k1_matmul"] and p.temps == ()
+    assert r.body.atom == atom and [b.name for b in r.body.operands] == ["x", "w", "out0"]
+    lines = atoms.launch(p, r, CExpr({"T": "d_T"}))
+    dims = "int64_t(1LL), d_T, int64_t(128LL), int64_t(64LL)"
+    rcr = "GemmLayout::rcr"
+    assert lines[1] == f"  const size_t ws_bytes_ = gemm_workspace_bytes<{rcr}>(b_x, b_w, b_out0, {dims});"
+    assert lines[3].startswith(f"  e.cuda(gemm<{rcr}>(b_x, b_w, b_out0, {dims}, ws_.ptr, stream_)")
+
+
+def test_f32_x_times_w_transposed_takes_the_k_major_simt_atom(sched) -> None:
+    """f32 stays on the ordered FFMA tier, reading the weight (N, K) in place too."""
+
+    @func
+    def single(x: Tensor[(T, 64), f32], w: ConstTensor[(48, 64), f32]):
+        return x @ tf.transpose(w, (1, 0))
+
+    assert _atom(sched, single)[1].body.atom == "cuda_gemm_simt_64x64x16_f32_rcr"
+
+
+def test_the_emitted_module_calls_the_k_major_gemm_and_no_transpose(cuda_source) -> None:
+    """The translation unit launches one atom with GemmLayout::rcr and has no copy kernel of w."""
+    source = cuda_source(linear)
+    assert "gemm<GemmLayout::rcr>(b_x, b_w, b_out0" in source
+    assert "// kernel k0_transpose" not in source and "b_t0" not in source
+    assert "//   t0 read in place as w transposed" in source
+
+
+def test_an_atom_whose_layout_is_not_the_regions_is_refused(sched) -> None:
+    """seed 003: the rrr atom standing for a region that reads w (N, K) would multiply by w, not w.T."""
+    p, r = _atom(sched, linear)
+    r.body = dataclasses.replace(r.body, atom="sm90_gemm_tma_wgmma_128x128x64_bf16_rrr")
+    with pytest.raises(
+        PlanError,
+        match=r"cuda: kernel k1_matmul: atom sm90_gemm_tma_wgmma_128x128x64_bf16_rrr no longer matches its "
+        r"region: the region's operands are rcr \(A K-major, B K-major\), not the atom's",
+    ):
+        atoms.emit_device(p, r)

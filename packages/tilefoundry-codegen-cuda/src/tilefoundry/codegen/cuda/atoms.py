@@ -5,13 +5,16 @@ values, layout correspondence, alias contract and numerical policy. Selection ha
 planning (`ir.plan.atoms` for GEMMs, by the catalog's atoms); here the proof is re-done on the
 final body before any code is written, so stale metadata cannot change what runs:
 
-    atom sm90_gemm_tma_wgmma_128x128x64_bf16_rrr(a, w, out0; m=T, n=128, k=64)
-      ->  ws = gemm_workspace_bytes(...);  gemm(b_a, b_w, b_out0, 1, d_T, 128, 64, ws, stream_)
+    atom sm90_gemm_tma_wgmma_128x128x64_bf16_rcr(a, w, out0; m=T, n=128, k=64)
+      ->  ws = gemm_workspace_bytes<GemmLayout::rcr>(...);
+          gemm<GemmLayout::rcr>(b_a, b_w, b_out0, 1, d_T, 128, 64, ws, stream_)
 
 The atom template picks its tier (sm90 collective, skinny split-K, mma.sync, SIMT) from the
 facts at the call (device, extents, alignment): one public entry per atom, as seed 000 §3 asks
 of runtime ops. Each atom kind registers its re-check, its host launch and the macros its
-templates need.
+templates need. A GEMM atom's name ends in its operands' storage (`_rrr`: B (K, N); `_rcr`: B
+stored (N, K), K-major), which must be the proved region's and is passed to the runtime as
+`GemmLayout`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tilefoundry.ir.errors import PlanError
-from tilefoundry.ir.plan.atoms import match_gemm
+from tilefoundry.ir.plan.atoms import GemmRegion, match_gemm
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
 from tilefoundry.ir.tile.expr import Const, Expr, mul
 from tilefoundry.ir.tile.stmt import AtomCall, Kernel, Program
@@ -32,6 +35,9 @@ from .realize import Realization
 # sm90 collective is compiled only into modules that use it.
 SM90_GEMM_MACRO = "TILEFOUNDRY_CUDA_GEMM_SM90"
 GEMM_DTYPES = ("f32", "bf16", "f16")
+# The runtime's GemmLayout for each (A major, B major) of a proved region: r row-major, c
+# column-major, for A, B and C in turn; also the suffix of the catalog atom's name.
+GEMM_LAYOUTS = {("K", "N"): "rrr", ("K", "K"): "rcr"}
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,8 @@ def _gemm_recheck(r: Realization) -> None:
         why = "the atom's operands are not the region's A, B and C"
     elif region.a.dtype.name not in GEMM_DTYPES:
         why = f"dtype {region.a.dtype} is not one of {', '.join(GEMM_DTYPES)}"
+    else:
+        why = _layout_mismatch(atom.atom, region)
     if why is not None:
         raise PlanError(
             f"cuda: kernel {k.name}: atom {atom.atom} no longer matches its region: {why}",
@@ -104,10 +112,22 @@ def _gemm_recheck(r: Realization) -> None:
         )
 
 
+def _layout_mismatch(name: str, region: GemmRegion) -> str | None:
+    """Why atom `name` cannot realize the region's operand majors, or None."""
+    a, b = region.a_major, region.b_major
+    layout = GEMM_LAYOUTS.get((a, b))
+    if layout is None:
+        return f"the runtime has no GEMM layout for A {a}-major, B {b}-major"
+    if not name.endswith(f"_{layout}"):
+        return f"the region's operands are {layout} (A {a}-major, B {b}-major), not the atom's"
+    return None
+
+
 def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     atom = r.body
     assert isinstance(atom, AtomCall)
     a, b, c = atom.operands
+    layout = f"GemmLayout::{atom.atom.rsplit('_', 1)[1]}"
     batch: Expr = Const(1)
     for name, e in atom.params.items():
         if name.startswith("batch"):
@@ -116,9 +136,10 @@ def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     dims = f"{cx(batch)}, {cx(atom.params['m'])}, {cx(atom.params['n'])}, {cx(atom.params['k'])}"
     return [
         f"{{  // {atom.atom}: C = A . B, {ctype(a.dtype)} operands, f32 accumulation",
-        f"  const size_t ws_bytes_ = gemm_workspace_bytes({ptrs}, {dims});",
+        f"  const size_t ws_bytes_ = gemm_workspace_bytes<{layout}>({ptrs}, {dims});",
         "  DeviceScratch<unsigned char> ws_(e, static_cast<int64_t>(ws_bytes_), stream_);",
-        f'  e.cuda(gemm({ptrs}, {dims}, ws_.ptr, stream_), "the GEMM atom of kernel {r.kernel.name}");',
+        f"  e.cuda(gemm<{layout}>({ptrs}, {dims}, ws_.ptr, stream_), "
+        f'"the GEMM atom of kernel {r.kernel.name}");',
         "}",
     ]
 

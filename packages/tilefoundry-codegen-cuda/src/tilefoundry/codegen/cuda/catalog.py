@@ -157,23 +157,28 @@ def _other_atoms() -> list:
 
 def _gemm_atoms() -> list[MmaAtom]:
     """Whole-GEMM region atoms (operands in global memory), best first: planning takes the first
-    whose dtype fits. C = A · B with A (M, K), B (K, N), C (M, N) compact row-major ("rrr")."""
-    rrr = {
+    whose dtype and operand majors fit. C = A · B with A (M, K) and C (M, N) compact row-major;
+    B (K, N) row-major ("rrr", B N-major) or B stored (N, K) ("rcr", B K-major: x @ w.T reading
+    w in place, the canonical TN GEMM)."""
+    layouts = {
+        "rrr": {"b_major": "N", "b_layout": "(K,N):(N,1)"},
+        "rcr": {"b_major": "K", "b_layout": "(N,K):(K,1)"},
+    }
+    common = {
         "a_major": "K",
-        "b_major": "N",
         "a_storage": "gmem",
         "b_storage": "gmem",
         "a_layout": "(M,K):(K,1)",
-        "b_layout": "(K,N):(N,1)",
         "c_layout": "(M,N):(N,1)",
     }
     tiles = (
-        ("sm90_gemm_tma_wgmma_128x128x64", (128, 128, 64), ("tma", "wgmma")),
-        ("sm80_gemm_mma_128x128x32", (128, 128, 32), ("mma_sync", "cp_async")),
+        ("sm90_gemm_tma_wgmma_128x128x64", (128, 128, 64), ("tma", "wgmma"), ("bf16", "f16")),
+        ("sm80_gemm_mma_128x128x32", (128, 128, 32), ("mma_sync", "cp_async"), ("bf16", "f16")),
+        ("cuda_gemm_simt_64x64x16", (64, 64, 16), (), ("f32",)),
     )
-    atoms = [
+    return [
         MmaAtom(
-            name=f"{stem}_{d}_rrr",
+            name=f"{stem}_{d}_{layout}",
             issued_by="cta",
             requires=req,
             m=m,
@@ -183,26 +188,13 @@ def _gemm_atoms() -> list[MmaAtom]:
             a_dtype=d,
             b_dtype=d,
             c_dtype=d,
-            **rrr,
+            **common,
+            **majors,
         )
-        for stem, (m, n, k), req in tiles
-        for d in ("bf16", "f16")
+        for stem, (m, n, k), req, dtypes in tiles
+        for layout, majors in layouts.items()
+        for d in dtypes
     ]
-    atoms.append(
-        MmaAtom(
-            name="cuda_gemm_simt_64x64x16_f32_rrr",
-            issued_by="cta",
-            m=64,
-            n=64,
-            k=16,
-            d_dtype="f32",
-            a_dtype="f32",
-            b_dtype="f32",
-            c_dtype="f32",
-            **rrr,
-        )
-    )
-    return atoms
 
 
 ATOMS = (*_copy_atoms(), *_mma_atoms(), *_gemm_atoms(), *_other_atoms())

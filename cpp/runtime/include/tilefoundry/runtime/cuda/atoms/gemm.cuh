@@ -1,15 +1,20 @@
-// The whole-GEMM atom: C = A · B over compact row-major A (M, K), B (K, N), C (M, N), `batch`
-// of them back to back. One public entry; the tier is chosen from facts known at the call:
+// The whole-GEMM atom: C = A · B over compact A (M, K) and C (M, N) row-major, B in the storage
+// the layout names, `batch` of them back to back. One public entry; the tier is chosen from
+// facts known at the call:
+//
+//   GemmLayout::rrr  B (K, N) row-major (N-major)
+//   GemmLayout::rcr  B stored (N, K) (K-major): x @ w.T reading w in place, the canonical TN GEMM
 //
 //   sm90       Hopper device, module built with the sm90 collective, 16-bit dtype, the collective
 //              can implement the problem (K, N multiples of 8, aligned bases), M > 16
-//   skinny     16-bit dtype, M <= 16 (decode): split-K streaming of B in 16-byte packs
+//   skinny     16-bit dtype, M <= 16 (decode): split-K streaming of B in 16-byte packs (rrr: N
+//              a multiple of 8; rcr: K a multiple of 8)
 //   mma        16-bit dtype, K, N multiples of 8, 16-byte aligned bases: mma.sync tensor cores
-//   simt      anything else (f32 always: no TF32 unless opted in): ordered FFMA K sums
+//   simt       anything else (f32 always: no TF32 unless opted in): ordered FFMA K sums
 //
-//   size_t ws = gemm_workspace_bytes(A, B, C, batch, M, N, K);      // same tier as gemm()
-//   cudaError_t err = gemm(A, B, C, batch, M, N, K, workspace, stream);
-// K == 0 writes zeros; M, N or batch 0 launches nothing.
+//   size_t ws = gemm_workspace_bytes<GemmLayout::rcr>(A, B, C, batch, M, N, K);  // same tier as gemm()
+//   cudaError_t err = gemm<GemmLayout::rcr>(A, B, C, batch, M, N, K, workspace, stream);
+// The layout defaults to rrr. K == 0 writes zeros; M, N or batch 0 launches nothing.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +29,9 @@
 #endif
 
 namespace tilefoundry::atoms {
+
+/// Storage of A, B and C in turn: r row-major, c column-major (the catalog atom name's suffix).
+enum class GemmLayout { rrr, rcr };
 
 enum class GemmTier { none, zero, sm90, skinny, mma, simt };
 
@@ -42,58 +50,69 @@ inline int device_major() {
 
 }  // namespace detail
 
-template <class T>
+template <GemmLayout L = GemmLayout::rrr, class T>
 inline GemmTier gemm_tier(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K) {
+  constexpr bool kBKMajor = L == GemmLayout::rcr;
   if (batch <= 0 || M <= 0 || N <= 0) return GemmTier::none;
   if (K <= 0) return GemmTier::zero;
   if constexpr (is_half_v<T>) {
     bool const aligned = detail::aligned_16(A) && detail::aligned_16(B) && detail::aligned_16(C);
 #if defined(TILEFOUNDRY_CUDA_GEMM_SM90)
-    if (M > detail::kSkinnyMaxM && detail::device_major() == 9 && detail::sm90_gemm_fits(A, B, C, batch, M, N, K)) {
+    if (M > detail::kSkinnyMaxM && detail::device_major() == 9 &&
+        detail::sm90_gemm_fits<T, kBKMajor>(A, B, C, batch, M, N, K)) {
       return GemmTier::sm90;
     }
 #endif
-    if (M <= detail::kSkinnyMaxM && N % 8 == 0 && aligned) return GemmTier::skinny;
+    // B is streamed in 16-byte packs along its contiguous mode: N when N-major, K when K-major.
+    if (M <= detail::kSkinnyMaxM && (kBKMajor ? K : N) % 8 == 0 && aligned) return GemmTier::skinny;
     if (K % 8 == 0 && N % 8 == 0 && aligned) return GemmTier::mma;
   }
   return GemmTier::simt;
 }
 
 /// Device workspace the chosen tier needs, in bytes.
-template <class T>
+template <GemmLayout L = GemmLayout::rrr, class T>
 inline size_t gemm_workspace_bytes(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K) {
-  switch (gemm_tier(A, B, C, batch, M, N, K)) {
+  constexpr bool kBKMajor = L == GemmLayout::rcr;
+  switch (gemm_tier<L>(A, B, C, batch, M, N, K)) {
 #if defined(TILEFOUNDRY_CUDA_GEMM_SM90)
     case GemmTier::sm90:
       // NOTE: only 16-bit dtypes reach this tier; the guard keeps CUTLASS from building an f32 (TF32) kernel.
-      if constexpr (is_half_v<T>) return detail::sm90_gemm_workspace_bytes(A, B, C, batch, M, N, K);
+      if constexpr (is_half_v<T>) return detail::sm90_gemm_workspace_bytes<T, kBKMajor>(A, B, C, batch, M, N, K);
       return 0;
 #endif
-    case GemmTier::skinny: return detail::skinny_workspace_bytes(batch, M, N, K);
+    case GemmTier::skinny:
+      if constexpr (kBKMajor) return detail::skinny_bt_workspace_bytes(batch, M, N, K);
+      return detail::skinny_workspace_bytes(batch, M, N, K);
     default: return 0;
   }
 }
 
-template <class T>
+template <GemmLayout L = GemmLayout::rrr, class T>
 inline cudaError_t gemm(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K, void* workspace,
                         cudaStream_t stream) {
-  switch (gemm_tier(A, B, C, batch, M, N, K)) {
+  constexpr bool kBKMajor = L == GemmLayout::rcr;
+  switch (gemm_tier<L>(A, B, C, batch, M, N, K)) {
     case GemmTier::none: return cudaSuccess;
     case GemmTier::zero: return cudaMemsetAsync(C, 0, static_cast<size_t>(batch * M * N) * sizeof(T), stream);
 #if defined(TILEFOUNDRY_CUDA_GEMM_SM90)
     case GemmTier::sm90:
-      if constexpr (is_half_v<T>) return detail::gemm_sm90(A, B, C, batch, M, N, K, workspace, stream);
+      if constexpr (is_half_v<T>) return detail::gemm_sm90<T, kBKMajor>(A, B, C, batch, M, N, K, workspace, stream);
       break;
 #endif
     case GemmTier::skinny:
-      if constexpr (is_half_v<T>) return detail::gemm_skinny(A, B, C, batch, M, N, K, static_cast<float*>(workspace), stream);
+      if constexpr (is_half_v<T> && kBKMajor) {
+        return detail::gemm_skinny_bt(A, B, C, batch, M, N, K, static_cast<float*>(workspace), stream);
+      } else if constexpr (is_half_v<T>) {
+        return detail::gemm_skinny(A, B, C, batch, M, N, K, static_cast<float*>(workspace), stream);
+      }
       break;
     case GemmTier::mma:
-      if constexpr (is_half_v<T>) return detail::gemm_mma(A, B, C, batch, M, N, K, stream);
+      if constexpr (is_half_v<T>) return detail::gemm_mma<T, kBKMajor>(A, B, C, batch, M, N, K, stream);
       break;
     default: break;
   }
-  return detail::gemm_simt(A, B, C, batch, M, N, K, stream);
+  return detail::gemm_simt<T, kBKMajor>(A, B, C, batch, M, N, K, stream);
 }
 
 }  // namespace tilefoundry::atoms

@@ -1,10 +1,11 @@
 // GEMM tier for any shape and float dtype: C = A · B on CUDA cores (FFMA), f32 accumulation.
-// A (M, K), B (K, N), C (M, N), all compact row-major, batch-strided. Each output keeps its K
-// sum in order k = 0, 1, ..., K-1, exactly as the reference contraction loop (no TF32).
+// A (M, K), C (M, N) compact row-major; B (K, N) row-major or, with BKMajor, stored (N, K); all
+// batch-strided. Each output keeps its K sum in order k = 0, 1, ..., K-1, exactly as the
+// reference contraction loop (no TF32).
 //
 // CTA tile (64, 64) over (M, N), K in steps of 16; 256 threads, each a (4, 4) register tile:
 //   As  (16, 64) smem, A transposed (k-major) so a thread's 4 rows are one broadcast read
-//   Bs  (16, 64) smem
+//   Bs  (16, 64) smem; B stored (N, K) is read along K and transposed into it like A
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,7 @@ inline constexpr int kSimtBN = 64;
 inline constexpr int kSimtBK = 16;
 inline constexpr int kSimtThreads = 256;
 
-template <class T>
+template <class T, bool BKMajor>
 __global__ void __launch_bounds__(kSimtThreads)
 gemm_simt_kernel(T const* __restrict__ A, T const* __restrict__ B, T* __restrict__ C, int64_t M, int64_t N,
                  int64_t K) {
@@ -42,9 +43,10 @@ gemm_simt_kernel(T const* __restrict__ A, T const* __restrict__ B, T* __restrict
       int const ar = e / kSimtBK, ac = e % kSimtBK;  // A tile (BM, BK), row-major walk
       int64_t const gm = m0 + ar, gk = k0 + ac;
       As[ac][ar] = (gm < M && gk < K) ? cast<float>(A[gm * K + gk]) : 0.0f;
-      int const br = e / kSimtBN, bc = e % kSimtBN;  // B tile (BK, BN)
+      // B tile (BK, BN): walked along B's contiguous mode, so the global reads coalesce
+      int const br = BKMajor ? e % kSimtBK : e / kSimtBN, bc = BKMajor ? e / kSimtBK : e % kSimtBN;
       int64_t const hk = k0 + br, hn = n0 + bc;
-      Bs[br][bc] = (hk < K && hn < N) ? cast<float>(B[hk * N + hn]) : 0.0f;
+      Bs[br][bc] = (hk < K && hn < N) ? cast<float>(B[BKMajor ? hn * K + hk : hk * N + hn]) : 0.0f;
     }
     __syncthreads();
     int const kmax = static_cast<int>(K - k0 < kSimtBK ? K - k0 : kSimtBK);
@@ -73,12 +75,12 @@ gemm_simt_kernel(T const* __restrict__ A, T const* __restrict__ B, T* __restrict
   }
 }
 
-template <class T>
+template <class T, bool BKMajor>
 inline cudaError_t gemm_simt(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
                              cudaStream_t stream) {
   dim3 grid(static_cast<unsigned>((N + kSimtBN - 1) / kSimtBN), static_cast<unsigned>((M + kSimtBM - 1) / kSimtBM),
             static_cast<unsigned>(batch));
-  gemm_simt_kernel<T><<<grid, kSimtThreads, 0, stream>>>(A, B, C, M, N, K);
+  gemm_simt_kernel<T, BKMajor><<<grid, kSimtThreads, 0, stream>>>(A, B, C, M, N, K);
   return cudaGetLastError();
 }
 

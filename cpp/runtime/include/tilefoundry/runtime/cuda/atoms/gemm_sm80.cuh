@@ -1,17 +1,19 @@
 // GEMM tier on tensor cores with mma.sync (sm_80+): C = A · B for 16-bit floats, f32 accumulation.
-// A (M, K) and B (K, N) compact row-major (A K-major, B N-major), batch-strided; needs K and N
-// multiples of 8 and 16-byte aligned bases (every 16-byte chunk inside one row). Ragged M, N, K
-// edges are zero-filled by cp.async's source size.
+// A (M, K) compact row-major (K-major); B (K, N) row-major (N-major) or, with BKMajor, stored
+// (N, K) (K-major); batch-strided; needs K and N multiples of 8 and 16-byte aligned bases (every
+// 16-byte chunk inside one row). Ragged M, N, K edges are zero-filled by cp.async's source size.
 //
 // CTA tile (128, 128) over (M, N), K in steps of 32, 8 warps as (2, 4), each a (64, 32) warp
 // tile of (4, 4) m16n8k16 atoms (SM80_16x8x16_F32BF16BF16F32_TN):
 //   As[2]  (128, 32 + 8) smem, K-major, rows padded 16 B so ldmatrix rows hit distinct banks
-//   Bs[2]  (32, 128 + 8) smem, N-major; ldmatrix.trans yields the K-pairs the B fragment holds
+//   Bs[2]  N-major: (32, 128 + 8) smem; ldmatrix.trans yields the K-pairs the B fragment holds
+//          K-major: (128, 32 + 8) smem like As; plain ldmatrix yields them (the fragment's own order)
 // Two-window software prefetch: the tile for k + 1 is in flight (cp.async) while tile k is
 // multiplied; slot(k) = k % 2.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
 
@@ -25,10 +27,11 @@ inline constexpr int kMmaThreads = 256;
 inline constexpr int kMmaPadA = kMmaBK + 8;  // As row pitch, elements
 inline constexpr int kMmaPadB = kMmaBN + 8;  // Bs row pitch, elements
 
-template <class T>
+template <class T, bool BKMajor>
 struct MmaSmem {
   T a[kMmaStages][kMmaBM][kMmaPadA];  // (stage, BM, BK) K-major
-  T b[kMmaStages][kMmaBK][kMmaPadB];  // (stage, BK, BN) N-major
+  // (stage, BN, BK) K-major, or (stage, BK, BN) N-major
+  std::conditional_t<BKMajor, T[kMmaStages][kMmaBN][kMmaPadA], T[kMmaStages][kMmaBK][kMmaPadB]> b;
 };
 
 __device__ inline uint32_t smem_addr(void const* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
@@ -114,9 +117,10 @@ __device__ inline void ldmatrix_x2_trans(uint32_t (&r)[2], void const* row_addr)
 #endif
 }
 
-template <class T>
-__device__ inline void mma_load_tiles(MmaSmem<T>& s, int stage, T const* __restrict__ A, T const* __restrict__ B,
-                                      int64_t M, int64_t N, int64_t K, int64_t m0, int64_t n0, int64_t k0) {
+template <class T, bool BKMajor>
+__device__ inline void mma_load_tiles(MmaSmem<T, BKMajor>& s, int stage, T const* __restrict__ A,
+                                      T const* __restrict__ B, int64_t M, int64_t N, int64_t K, int64_t m0, int64_t n0,
+                                      int64_t k0) {
   int const tid = threadIdx.x;
   // A tile (128, 32): 512 chunks of 8 elements, 4 per row.
 #pragma unroll
@@ -127,22 +131,34 @@ __device__ inline void mma_load_tiles(MmaSmem<T>& s, int stage, T const* __restr
     bool const ok = gm < M && gk < K;
     cp_async_16(&s.a[stage][row][col], ok ? A + gm * K + gk : A, ok);
   }
-  // B tile (32, 128): 512 chunks, 16 per row.
+  if constexpr (BKMajor) {
+    // B tile (128 n, 32 k) of B stored (N, K): 512 chunks, 4 per row, as A's.
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    int const c = tid + i * kMmaThreads;
-    int const row = c / 16, col = (c % 16) * 8;
-    int64_t const gk = k0 + row, gn = n0 + col;
-    bool const ok = gk < K && gn < N;
-    cp_async_16(&s.b[stage][row][col], ok ? B + gk * N + gn : B, ok);
+    for (int i = 0; i < 2; ++i) {
+      int const c = tid + i * kMmaThreads;
+      int const row = c / 4, col = (c % 4) * 8;
+      int64_t const gn = n0 + row, gk = k0 + col;
+      bool const ok = gn < N && gk < K;
+      cp_async_16(&s.b[stage][row][col], ok ? B + gn * K + gk : B, ok);
+    }
+  } else {
+    // B tile (32, 128): 512 chunks, 16 per row.
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      int const c = tid + i * kMmaThreads;
+      int const row = c / 16, col = (c % 16) * 8;
+      int64_t const gk = k0 + row, gn = n0 + col;
+      bool const ok = gk < K && gn < N;
+      cp_async_16(&s.b[stage][row][col], ok ? B + gk * N + gn : B, ok);
+    }
   }
 }
 
-template <class T>
+template <class T, bool BKMajor>
 __global__ void __launch_bounds__(kMmaThreads)
 gemm_mma_kernel(T const* __restrict__ A, T const* __restrict__ B, T* __restrict__ C, int64_t M, int64_t N,
                 int64_t K) {
-  __shared__ alignas(128) MmaSmem<T> s;
+  __shared__ alignas(128) MmaSmem<T, BKMajor> s;
   int64_t const batch = blockIdx.z;
   A += batch * M * K;
   B += batch * K * N;
@@ -174,8 +190,13 @@ gemm_mma_kernel(T const* __restrict__ A, T const* __restrict__ B, T* __restrict_
       }
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        // lanes 0-15 address k rows kk .. kk+15 of the 8 columns of atom j
-        ldmatrix_x2_trans(b[j], &s.b[stage][kk + lane % 16][wn + j * 8]);
+        if constexpr (BKMajor) {
+          // lanes 0-7 address the 8 n rows of atom j at k, lanes 8-15 the same rows at k + 8
+          ldmatrix_x2(b[j], &s.b[stage][wn + j * 8 + lane % 8][kk + (lane / 8) % 2 * 8]);
+        } else {
+          // lanes 0-15 address k rows kk .. kk+15 of the 8 columns of atom j
+          ldmatrix_x2_trans(b[j], &s.b[stage][kk + lane % 16][wn + j * 8]);
+        }
       }
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -204,12 +225,12 @@ gemm_mma_kernel(T const* __restrict__ A, T const* __restrict__ B, T* __restrict_
   }
 }
 
-template <class T>
+template <class T, bool BKMajor>
 inline cudaError_t gemm_mma(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
                             cudaStream_t stream) {
   dim3 grid(static_cast<unsigned>((N + kMmaBN - 1) / kMmaBN), static_cast<unsigned>((M + kMmaBM - 1) / kMmaBM),
             static_cast<unsigned>(batch));
-  gemm_mma_kernel<T><<<grid, kMmaThreads, 0, stream>>>(A, B, C, M, N, K);
+  gemm_mma_kernel<T, BKMajor><<<grid, kMmaThreads, 0, stream>>>(A, B, C, M, N, K);
   return cudaGetLastError();
 }
 

@@ -1,7 +1,10 @@
 // GEMM tier on Hopper: the CUTLASS 3 sm90 collective (TMA loads, wgmma, warp-specialized
 // cooperative schedule) realizing a whole GEMM region as one atom. bf16 / f16 operands, f32
-// accumulation, C = A · B with A (M, K) K-major, B (K, N) N-major, C (M, N), all compact
-// row-major and batch-strided (the L mode). Built only for sm_90a (wgmma traps on plain sm_90).
+// accumulation, C = A · B with A (M, K) K-major, C (M, N) N-major, and B either (K, N) N-major
+// (CUTLASS RowMajor) or stored (N, K) K-major (ColumnMajor: the TN GEMM, wgmma's native operand
+// order, no transposing smem reads), all compact and batch-strided (the L mode). Each layout is
+// its own collective, instantiated only when a module calls it. Built only for sm_90a (wgmma
+// traps on plain sm_90).
 // Included only when the generated source defines TILEFOUNDRY_CUDA_GEMM_SM90: a CUTLASS sm90
 // translation unit costs ~20-30 s and ~2 GB to compile, so modules without one never pay it.
 #pragma once
@@ -32,10 +35,11 @@ inline Stride packed_stride(int64_t rows, int64_t cols) {
   return s;
 }
 
-template <class T>
+template <class T, bool BKMajor>
 struct Sm90Gemm {
   using Element = T;
   using Layout = cutlass::layout::RowMajor;
+  using LayoutB = cute::conditional_t<BKMajor, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
   static constexpr int kAlignment = 8;  // elements per 16 bytes: TMA strides and bases
   using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
@@ -46,7 +50,7 @@ struct Sm90Gemm {
       kAlignment, cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, Layout, kAlignment, Element, Layout, kAlignment,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, Layout, kAlignment, Element, LayoutB, kAlignment,
       float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
       cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
@@ -61,7 +65,7 @@ struct Sm90Gemm {
     using StrideC = typename Kernel::StrideC;
     using StrideD = typename Kernel::StrideD;
     int const m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K), l = static_cast<int>(batch);
-    // A is (M, K) K-major; B is seen as (N, K) N-major; C and D are (M, N) N-major.
+    // A is (M, K) K-major; B is seen as (N, K), N- or K-major; C and D are (M, N) N-major.
     auto const sa = packed_stride<StrideA>(M, K);
     auto const sb = packed_stride<StrideB>(N, K);
     auto const sc = packed_stride<StrideC>(M, N);
@@ -75,25 +79,27 @@ struct Sm90Gemm {
 };
 
 /// True when the sm90 collective can run this problem (alignment, extents within int).
-template <class T>
+template <class T, bool BKMajor>
 inline bool sm90_gemm_fits(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K) {
   constexpr int64_t kIntMax = 2147483647;
   if (M > kIntMax || N > kIntMax || K > kIntMax || batch > kIntMax || K % 8 || N % 8) return false;
-  auto args = Sm90Gemm<T>::arguments(A, B, C, batch, M, N, K);
-  return Sm90Gemm<T>::Device::can_implement(args) == cutlass::Status::kSuccess;
+  using G = Sm90Gemm<T, BKMajor>;
+  return G::Device::can_implement(G::arguments(A, B, C, batch, M, N, K)) == cutlass::Status::kSuccess;
 }
 
-template <class T>
+template <class T, bool BKMajor>
 inline size_t sm90_gemm_workspace_bytes(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N,
                                         int64_t K) {
-  return Sm90Gemm<T>::Device::get_workspace_size(Sm90Gemm<T>::arguments(A, B, C, batch, M, N, K));
+  using G = Sm90Gemm<T, BKMajor>;
+  return G::Device::get_workspace_size(G::arguments(A, B, C, batch, M, N, K));
 }
 
-template <class T>
+template <class T, bool BKMajor>
 inline cudaError_t gemm_sm90(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
                              void* workspace, cudaStream_t stream) {
-  typename Sm90Gemm<T>::Device gemm;
-  auto args = Sm90Gemm<T>::arguments(A, B, C, batch, M, N, K);
+  using G = Sm90Gemm<T, BKMajor>;
+  typename G::Device gemm;
+  auto args = G::arguments(A, B, C, batch, M, N, K);
   if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
   if (gemm.run(stream) != cutlass::Status::kSuccess) return cudaErrorLaunchFailure;
   return cudaGetLastError();
