@@ -155,8 +155,8 @@ def test_execution_bridge_cuda_launches_the_mesh_as_placed() -> None:
     """seed 003, Execution bridge: the explicit Mesh over cta x thread is the launch itself,
     gridDim 4 and blockDim 32, not a grid the realization picks."""
     source = _mesh_scopes_cuda()
-    assert "sharded__k3_matmul<<<4, 32, 0, stream_>>>(b_w, b_x, b_t2);" in source
-    assert "sharded__k4_relu<<<4, 32, 0, stream_>>>(b_t2, b_out1);" in source
+    assert "launch_kernel(sharded__k3_matmul, 4, 32, 0, stream_, b_w, b_x, b_t2);" in source
+    assert "launch_kernel(sharded__k4_relu, 4, 32, 0, stream_, b_t2, b_out1);" in source
     assert "cuda: placed on the Mesh: <<<4, 32>>>" in source
     # The SIMT GEMM atom the planner proved for k3 gives way to the loop the placement cuts.
     assert "keeps the loop the atom cuda_gemm_simt_64x64x16_f32_rrr replaced" in source

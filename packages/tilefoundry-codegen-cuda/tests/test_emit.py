@@ -49,15 +49,15 @@ def test_host_entry_checks_every_parameter_before_launching(cuda_source) -> None
     ]
     positions = [entry.index(c) for c in checks]
     assert positions == sorted(positions)
-    assert positions[-1] < entry.index("<<<")
+    assert positions[-1] < entry.index("launch_kernel(")
 
 
 def test_1_4_kernels_launch_on_the_callers_stream(cuda_source) -> None:
     """seed 000 §1.4: launches go to TVMFFIEnvGetStream's stream (the caller's, e.g. torch's current one)."""
     text = cuda_source(rms)
     assert "cudaStream_t stream_ = e.stream();" in text
-    launches = re.findall(r"<<<[^>]*>>>", text)
-    assert launches and all(launch.endswith(", stream_>>>") for launch in launches)
+    launches = re.findall(r"launch_kernel\([^;]*;", text)
+    assert launches and all(", stream_, " in launch for launch in launches)
 
 
 def test_1_4_launch_geometry_is_derived_in_codegen_and_embedded(sched, cuda_source) -> None:
@@ -67,7 +67,7 @@ def test_1_4_launch_geometry_is_derived_in_codegen_and_embedded(sched, cuda_sour
     cfg = _derive_launch_config(r, CExpr({"T": "d_T"}))
     assert (cfg.work, cfg.threads, cfg.per_block) == ("d_T", 128, 4)
     text = cuda_source(rms)
-    assert f"rms__k0_rms_norm<<<{cfg.grid}, {cfg.threads}, 0, stream_>>>" in text
+    assert f"launch_kernel(rms__k0_rms_norm, {cfg.grid}, {cfg.threads}, 0, stream_, " in text
 
 
 def test_exec_bridge_empty_domain_is_noop(cuda_source) -> None:
@@ -75,14 +75,14 @@ def test_exec_bridge_empty_domain_is_noop(cuda_source) -> None:
     text = cuda_source(silu_rows)
     entry = text[text.index("void silu_rows_entry(") :]
     guard = entry.index("if (work_ > 0) {")
-    assert entry.index("const int64_t work_ = (d_T * int64_t(64LL));") < guard < entry.index("<<<")
+    assert entry.index("const int64_t work_ = (d_T * int64_t(64LL));") < guard < entry.index("launch_kernel(")
 
 
 def test_index_check_runs_before_the_gather_and_raises_after_it(cuda_source) -> None:
     """Data-dependent indices are validated on the device; the verdict is read back before the gather."""
     text = cuda_source(emb)
     entry = text[text.index("void emb_entry(") :]
-    check = entry.index("emb__k0_check_0<<<")
+    check = entry.index("launch_kernel(emb__k0_check_0, ")
     message = "embedding: ids holds a value outside [0, V) of the table: "
     verdict = entry.index(f'check_.raise_if_violated("{message}");')
     assert check < verdict < entry.index("emb__k0_embedding")

@@ -44,7 +44,7 @@ def test_2_10_dynamic_extent_takes_ceil_blocks_clamped_at_the_end(cuda_source) -
     assert "const int64_t i0_lo0_ = (cta_c_ * ((d_T + int64_t(3LL)) / int64_t(4LL)));" in src
     assert "const int64_t i0_hi0_ = min_nan(d_T, (i0_lo0_ + ((d_T + int64_t(3LL)) / int64_t(4LL))));" in src
     assert "const int64_t i1_hi0_ = (i1_lo0_ + int64_t(2LL));" in src
-    assert "dynamic_rows__k0_mul<<<4, 32, 0, stream_>>>(b_x, b_out0, d_T);" in src
+    assert "launch_kernel(dynamic_rows__k0_mul, 4, 32, 0, stream_, b_x, b_out0, d_T);" in src
 
 
 def test_2_10_two_axes_on_one_loop_nest_their_blocks(cuda_source) -> None:
@@ -71,7 +71,7 @@ def test_2_3_a_topology_over_two_mesh_axes_reads_its_sub_coordinates(cuda_source
     src = cuda_source(tiles)
     assert f"const int64_t thread0_c_ = ({_pid('thread')} / 4);" in src
     assert f"const int64_t thread1_c_ = ({_pid('thread')} % 4);" in src
-    assert "tiles__k0_exp<<<1, 32, 0, stream_>>>" in src
+    assert "launch_kernel(tiles__k0_exp, 1, 32, 0, stream_, " in src
 
 
 def test_thread_extent_over_a_cta_fails_closed(cuda_source) -> None:

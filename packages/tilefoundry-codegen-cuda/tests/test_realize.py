@@ -162,7 +162,7 @@ def test_mesh_scope_on_warp_fails_closed_and_on_cta_compiles(cuda_source) -> Non
     """A warp placement the realization cannot factor is refused; a cta placement is the grid itself."""
     with pytest.raises(PlanError, match=r"explicit placement on 'warp' refused"):
         cuda_source(_placed(("warp", 4)))
-    assert "placed__k0_add<<<grid_blocks(work_, 256), 256" in cuda_source(_placed(("cta", 4)))
+    assert "launch_kernel(placed__k0_add, grid_blocks(work_, 256), 256" in cuda_source(_placed(("cta", 4)))
 
 
 def test_execution_bridge_mesh_over_thread_is_realized_as_placed(sched) -> None:

@@ -12,8 +12,11 @@ capture see the work). The host entry checks every argument before any launch:
       const int64_t d_T = e.bind(t_x, "x", 0, "T", 1, 65);       // DimVar range
       ...
       { const int64_t work_ = d_T;                               // empty domain: no launch
-        if (work_ > 0) { k<<<grid_blocks(work_, 4), 128, 0, stream_>>>(...); e.launched("k0"); } }
+        if (work_ > 0) { launch_kernel(k, grid_blocks(work_, 4), 128, 0, stream_, ...); e.launched("k0"); } }
     }
+
+Kernels open with `pdl_begin()` and launch through `launch_kernel` (launch.cuh): on Hopper each
+may start launching while its predecessor finishes (programmatic dependent launch).
     TVM_FFI_DLL_EXPORT_TYPED_FUNC(rms, rms_entry);
 """
 
@@ -90,13 +93,12 @@ def _launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     args = ", ".join(_args(program, r))
     kname = r.kernel.name
     out = ["{", f"  const int64_t work_ = {cfg.work};", "  if (work_ > 0) {"]
-    call = f"<<<{cfg.grid}, {cfg.threads}, {cfg.smem_bytes}, stream_>>>"
     if r.kind == "check":
         (check,) = {s.message: s for s in walk_stmts(r.body) if isinstance(s, Check)}.values()
         msg = check.message.replace("\\", "\\\\").replace('"', '\\"')
         out += [
             "    IndexCheck check_(e, stream_);",
-            f"    {r.name}{call}({args}, check_.verdict());",
+            f"    {_call(r.name, cfg, args + ', check_.verdict()')}",
             f'    e.launched("{kname}");',
             f'    check_.raise_if_violated("{msg}");',
         ]
@@ -106,15 +108,20 @@ def _launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
         out += [
             f"    if (aligned16({{{ptrs}}})) {{",
             f"      const int64_t work_ = {vcfg.work};",
-            f"      {r.name}_v{r.packs.lanes}<<<{vcfg.grid}, {vcfg.threads}, 0, stream_>>>({args});",
+            f"      {_call(f'{r.name}_v{r.packs.lanes}', vcfg, args)}",
             "    } else {",
-            f"      {r.name}{call}({args});",
+            f"      {_call(r.name, cfg, args)}",
             "    }",
             f'    e.launched("{kname}");',
         ]
     else:
-        out += [f"    {r.name}{call}({args});", f'    e.launched("{kname}");']
+        out += [f"    {_call(r.name, cfg, args)}", f'    e.launched("{kname}");']
     return [*out, "  }", "}"]
+
+
+def _call(name: str, cfg: LaunchConfig, args: str) -> str:
+    """One launch on the caller's stream, overlapping its predecessor where PDL works (launch.cuh)."""
+    return f"launch_kernel({name}, {cfg.grid}, {cfg.threads}, {cfg.smem_bytes}, stream_, {args});"
 
 
 def _entry(program: Program, realizations: list[Realization]) -> list[str]:

@@ -67,6 +67,7 @@ def _head(r: Realization, program: Program, extra: tuple[str, ...] = (), variant
     lines += [f"//   {d}" for d in k.decisions]
     bounds = f"__launch_bounds__({r.threads}) " if r.threads else ""
     lines.append(f"__global__ void {bounds}{r.name}{variant}({kernel_params(program, k, extra)}) {{")
+    lines.append("  pdl_begin();  // launched with programmatic dependent launch: wait for the inputs")
     return lines
 
 

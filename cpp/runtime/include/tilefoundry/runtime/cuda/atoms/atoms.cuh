@@ -6,6 +6,7 @@
 #include <tilefoundry/runtime/cuda/atoms/attention.cuh>
 #include <tilefoundry/runtime/cuda/atoms/gemm.cuh>
 #include <tilefoundry/runtime/cuda/atoms/group_reduce.cuh>
+#include <tilefoundry/runtime/cuda/atoms/launch.cuh>
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
 #include <tilefoundry/runtime/cuda/atoms/vector_access.cuh>
 

@@ -6,9 +6,9 @@
 //   GemmLayout::rcr  B stored (N, K) (K-major): x @ w.T reading w in place, the canonical TN GEMM
 //
 //   sm90       Hopper device, module built with the sm90 collective, 16-bit dtype, the collective
-//              can implement the problem (K, N multiples of 8, aligned bases), M > 16
-//   skinny     16-bit dtype, M <= 16 (decode): split-K streaming of B in 16-byte packs (rrr: N
-//              a multiple of 8; rcr: K a multiple of 8)
+//              can implement the problem (K, N multiples of 8, aligned bases), M > 8
+//   skinny     16-bit dtype, M <= 8 (decode): B streamed once in 16-byte packs, K splits
+//              combined in order (rrr: N a multiple of 8; rcr: K a multiple of 8; gemm_skinny.cuh)
 //   mma        16-bit dtype, K, N multiples of 8, 16-byte aligned bases: mma.sync tensor cores
 //   simt       anything else (f32 always: no TF32 unless opted in): ordered FFMA K sums
 //

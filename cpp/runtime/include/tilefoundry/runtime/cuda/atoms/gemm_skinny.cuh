@@ -20,6 +20,7 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime_api.h>
 
+#include <tilefoundry/runtime/cuda/atoms/launch.cuh>
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
 #include <tilefoundry/runtime/cuda/atoms/vector_access.cuh>
 
@@ -60,6 +61,7 @@ gemm_skinny_kn(T const* __restrict__ A, T const* __restrict__ B, T* __restrict__
   constexpr int kRows = kSkinnyThreads / kLanesPerRow;  // rows of K one pass covers
   __shared__ float red[kRows][Cols];                    // per-thread partials of one row m
   __shared__ float part[MT][Cols];                      // the CTA's partials, for the cluster
+  pdl_begin();
   int64_t const batch = blockIdx.z;
   int const split = blockIdx.y;
   A += batch * M * K;
@@ -146,6 +148,7 @@ gemm_skinny_kn(T const* __restrict__ A, T const* __restrict__ B, T* __restrict__
 
 template <class T>
 __global__ void gemm_skinny_reduce(float const* __restrict__ ws, T* __restrict__ C, int64_t M, int64_t N, int splits) {
+  pdl_begin();
   int64_t const batch = blockIdx.y;
   int64_t const i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= M * N) return;
@@ -158,6 +161,7 @@ __global__ void gemm_skinny_reduce(float const* __restrict__ ws, T* __restrict__
 template <class T, int MT>
 __global__ void __launch_bounds__(kSkinnyBtWarps * 32)
 gemm_skinny_nk(T const* __restrict__ A, T const* __restrict__ B, T* __restrict__ C, int64_t M, int64_t N, int64_t K) {
+  pdl_begin();
   int64_t const batch = blockIdx.y;
   int const lane = threadIdx.x % 32;
   int64_t const n = static_cast<int64_t>(blockIdx.x) * kSkinnyBtWarps + threadIdx.x / 32;
@@ -279,21 +283,21 @@ inline cudaError_t launch_skinny_kn(SkinnyPlan plan, T const* A, T const* B, T* 
     config.gridDim = grid;
     config.blockDim = dim3(kSkinnyThreads);
     config.stream = stream;
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = 1;
     attr[0].val.clusterDim.y = static_cast<unsigned>(plan.splits);
     attr[0].val.clusterDim.z = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
     config.attrs = attr;
-    config.numAttrs = 1;
+    config.numAttrs = pdl_enabled() ? 2 : 1;
     return cudaLaunchKernelEx(&config, kernel, A, B, C, ws, M, N, K, per);
   } else {
-    kernel<<<grid, kSkinnyThreads, 0, stream>>>(A, B, C, ws, M, N, K, per);
-    if constexpr (R == SkinnyReduce::workspace) {
-      dim3 const rgrid(static_cast<unsigned>((M * N + 255) / 256), static_cast<unsigned>(batch));
-      gemm_skinny_reduce<T><<<rgrid, 256, 0, stream>>>(ws, C, M, N, plan.splits);
-    }
-    return cudaGetLastError();
+    cudaError_t err = launch_kernel(kernel, grid, dim3(kSkinnyThreads), 0, stream, A, B, C, ws, M, N, K, per);
+    if (err != cudaSuccess || R != SkinnyReduce::workspace) return err;
+    dim3 const rgrid(static_cast<unsigned>((M * N + 255) / 256), static_cast<unsigned>(batch));
+    return launch_kernel(gemm_skinny_reduce<T>, rgrid, dim3(256), 0, stream, ws, C, M, N, plan.splits);
   }
 }
 
@@ -333,10 +337,10 @@ inline cudaError_t gemm_skinny(T const* A, T const* B, T* C, int64_t batch, int6
 }
 
 template <class T, int MT>
-inline void launch_skinny_nk(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
-                             cudaStream_t stream) {
+inline cudaError_t launch_skinny_nk(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
+                                    cudaStream_t stream) {
   dim3 const grid(static_cast<unsigned>((N + kSkinnyBtWarps - 1) / kSkinnyBtWarps), static_cast<unsigned>(batch));
-  gemm_skinny_nk<T, MT><<<grid, kSkinnyBtWarps * 32, 0, stream>>>(A, B, C, M, N, K);
+  return launch_kernel(gemm_skinny_nk<T, MT>, grid, dim3(kSkinnyBtWarps * 32), 0, stream, A, B, C, M, N, K);
 }
 
 /// C = A · Bᵀ with B (N, K) row-major, M <= 8, K a multiple of 8, 16-byte aligned A and B.
@@ -344,11 +348,10 @@ template <class T>
 inline cudaError_t gemm_skinny_bt(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
                                   float* ws, cudaStream_t stream) {
   (void)ws;
-  if (M <= 1) launch_skinny_nk<T, 1>(A, B, C, batch, M, N, K, stream);
-  else if (M <= 2) launch_skinny_nk<T, 2>(A, B, C, batch, M, N, K, stream);
-  else if (M <= 4) launch_skinny_nk<T, 4>(A, B, C, batch, M, N, K, stream);
-  else launch_skinny_nk<T, 8>(A, B, C, batch, M, N, K, stream);
-  return cudaGetLastError();
+  if (M <= 1) return launch_skinny_nk<T, 1>(A, B, C, batch, M, N, K, stream);
+  if (M <= 2) return launch_skinny_nk<T, 2>(A, B, C, batch, M, N, K, stream);
+  if (M <= 4) return launch_skinny_nk<T, 4>(A, B, C, batch, M, N, K, stream);
+  return launch_skinny_nk<T, 8>(A, B, C, batch, M, N, K, stream);
 }
 
 }  // namespace tilefoundry::atoms::detail

@@ -1,0 +1,75 @@
+// Programmatic dependent launch (Hopper): a kernel's launch overlaps the tail of the one before it.
+//
+// A decode step is hundreds of short kernels in a row; without PDL each waits for its
+// predecessor to finish before the GPU even starts launching it (~1-2 us of idle SMs per
+// kernel, CUDA graph or not). With PDL a kernel launched with the attribute may be scheduled
+// while its predecessor still runs, and it waits (`griddepcontrol.wait`) before its first
+// read for every grid it depends on to complete and flush its memory. The contract:
+//
+//   __global__ void k(...) { tilefoundry::atoms::pdl_begin(); ...body... }   // first statement
+//   e.cuda(launch_kernel(k, grid, block, smem, stream_, args...), "launching kernel k");
+//
+// Only kernels that open with `pdl_begin()` may be launched through `launch_kernel`: one
+// without the wait would race its predecessor. PDL is used only on sm_90+ devices running code
+// of this module built for sm_90+ (an sm_80 build has the wait compiled out); otherwise
+// `launch_kernel` is a plain stream-ordered launch. CUDA-graph capture records the
+// programmatic edges (CUDA 12.3+), so replayed steps keep the overlap.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+namespace tilefoundry::atoms {
+
+/// First statement of a PDL-launched kernel: wait for the grids it depends on, then allow the
+/// next kernel in the stream to start launching (it waits in turn before reading anything).
+__device__ inline void pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+namespace detail {
+
+namespace {
+__global__ void pdl_probe() {}  // what this translation unit's code was built for
+}  // namespace
+
+/// Whether this module's kernels run with the PDL wait compiled in on the current device.
+inline bool pdl_enabled() {
+  static int enabled[64] = {};  // 0 unknown, 1 yes, 2 no
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return false;
+  if (enabled[device] == 0) {
+    int major = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaFuncAttributes attr{};
+    bool const built = cudaFuncGetAttributes(&attr, pdl_probe) == cudaSuccess && attr.ptxVersion >= 90 &&
+                       attr.binaryVersion >= 90;
+    enabled[device] = major >= 9 && built ? 1 : 2;
+  }
+  return enabled[device] == 1;
+}
+
+}  // namespace detail
+
+/// Launch `kernel` (which opens with pdl_begin()) on `stream`, overlapping its predecessor where PDL works.
+template <class... Params, class... Args>
+inline cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                                 Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attr;
+  config.numAttrs = detail::pdl_enabled() ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace tilefoundry::atoms
