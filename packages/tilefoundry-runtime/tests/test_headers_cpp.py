@@ -169,7 +169,12 @@ def host_groups(gxx_flags: list[str]) -> dict[str, tuple[int, int]]:
         "g++", [*gxx_flags, "-Wall", "-Wextra", "-Werror", "{src}", "-o", "{out}/host_test"], source, ".cpp"
     )
     assert result.rc == 0, result.log
-    run = subprocess.run([str(result.out / "host_test")], capture_output=True, text=True, timeout=60)
+    return _run_groups(result.out / "host_test")
+
+
+def _run_groups(binary: Path) -> dict[str, tuple[int, int]]:
+    """Runs a host test binary; `[group] N passed, M failed` per group (check.h's lines)."""
+    run = subprocess.run([str(binary)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
     groups = {
         m["name"]: (int(m["passed"]), int(m["failed"]))
@@ -218,6 +223,36 @@ def test_2_10_ir_agrees_with_the_host_checks() -> None:
     mesh = Mesh((Topology("cta", 2), Topology("thread", 4)), (2, 4))
     assert str(mesh.layout) == "(2,4):(1,1)"
     assert mesh.local_index({"cta": 1, "thread": 2}) == (1, 2)
+
+
+ATTENTION_GROUPS = [
+    ("attention_emulator", "the ldmatrix/mma emulator reproduces x2 layouts earlier kernels ran on a GPU"),
+    ("attention_scores", "S = Q Kᵀ through the kernel's Q and K ldmatrix offsets equals the plain product"),
+    ("attention_values", "O = P V through p_operand and V's ldmatrix.trans offsets equals the plain product"),
+    ("attention_mask_limits", "the per-element mask test keeps exactly the keys below a row's limit"),
+    ("attention_bank_groups", "each ldmatrix phase reads 8 distinct 16-byte bank groups of the padded rows"),
+    ("attention_split_keys", "split-KV chunks: enough for the target CTAs, step multiples, none empty"),
+]
+
+
+@pytest.fixture(scope="session")
+def attention_groups(nvcc_flags: list[str]) -> dict[str, tuple[int, int]]:
+    """Builds tests/cpp/test_attention_fragments.cu with nvcc and runs it on the host (no GPU)."""
+    source = (CPP_TESTS / "test_attention_fragments.cu").read_text()
+    flags = [*nvcc_flags, "-I", str(CPP_TESTS), "{src}", "-o", "{out}/attention_test"]
+    result = build("nvcc", flags, source, ".cu")
+    assert result.rc == 0, result.log
+    return _run_groups(result.out / "attention_test")
+
+
+@pytest.mark.parametrize(("group", "rule"), ATTENTION_GROUPS, ids=[g for g, _ in ATTENTION_GROUPS])
+def test_attention_fragment_group_passes(
+    attention_groups: dict[str, tuple[int, int]], group: str, rule: str
+) -> None:
+    """The attention tensor-core tier's fragment bookkeeping, emulated on the host (see `rule`)."""
+    passed, failed = attention_groups[group]
+    assert (passed, failed) != (0, 0), f"{group} ran no check ({rule})"
+    assert failed == 0, f"{group}: {failed} checks failed ({rule})"
 
 
 # ---------------------------------------------------------------- CUDA kernels, compiled

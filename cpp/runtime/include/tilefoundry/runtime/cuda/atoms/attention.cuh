@@ -4,44 +4,39 @@
 // Flash-style: keys stream through shared memory in tiles, each row keeps an online softmax
 // (running max m, sum l, accumulator acc), so no score matrix is ever stored.
 //
-// CTA: 4 warps = 4 query rows of one (batch, kv head): the rows of the g query heads sharing a
-// kv head are neighbours, so one K/V tile serves all of them (grouped-query reuse, which is what
-// decode needs). Per 32-key tile, lane j scores key j (16-byte reads of a padded K row), the warp
-// updates its row's (m, l) with shuffles, and lanes own D / 32 accumulator columns each.
+// Design. The g query heads sharing a kv head own g · Sq consecutive rows of q and out; every
+// tier gives a CTA rows of one (batch, kv head), so each K/V tile it loads serves all of them.
+// Three tiers, chosen per call by attention_plan (the workspace size follows the same plan):
+//   mma rows  (attention_mma.cuh)  16-bit, head dim 64/128, g · Sq > 16 (prefill): 128 rows x
+//             64-key steps on mma.sync tensor cores, FlashAttention-2's schedule, 3-stage cp.async.
+//   mma keys  (attention_mma.cuh)  16-bit, head dim 64/128, g · Sq <= 16 (decode): 16 rows, four
+//             warps splitting each 64-key step, split-KV across ~2 CTAs per SM.
+//   simt      (below)              f32 (exact: no TF32), other head dims, unaligned operands:
+//             4 rows per CTA on CUDA cores, 32-key tiles, lane j scores key j.
+// Split-KV: when the rows leave the device idle, blockIdx.z (simt: .y) takes one chunk of keys and
+// writes its partial (m, l, acc) (attention_args.cuh); attention_merge combines them in chunk
+// order, launched as a programmatic dependent (sm_90) so its launch overlaps the split kernel.
+//
+// SIMT kernel. CTA: 4 warps = 4 query rows. Per 32-key tile, lane j scores key j (16-byte reads
+// of a padded K row), the warp updates its row's (m, l) with shuffles, and lanes own D / 32
+// accumulator columns each.
 //   Ks[stage]  (32, D + 16 B pad) smem   Vs[stage]  (32, D) smem   qs  (4, D) f32 smem
 // Two-window software prefetch when Stages == 2: tile t + 1 is in flight (cp.async) while tile t
 // is consumed; slot(t) = t % 2. Stages == 1 keeps the ordered load-then-compute loop.
-// Split-KV (decode, few CTAs, long caches): blockIdx.y takes one chunk of keys; the partial
-// (m, l, acc) of each chunk goes to a workspace and a second kernel merges them in chunk order.
-// Tiers, chosen at the call: 16-bit prefill (Sq >= 32, head dim 64 or 128, aligned) runs on
-// tensor cores (flash_mma_kernel below); everything else (decode, f32, other head dims) on the
-// CUDA-core kernel above, which keeps f32 exact (no TF32).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <limits>
 
-#include <cuda_runtime_api.h>
+#include <cuda_runtime.h>
 
+#include <tilefoundry/runtime/cuda/atoms/attention_args.cuh>
+#include <tilefoundry/runtime/cuda/atoms/attention_mma.cuh>
 #include <tilefoundry/runtime/cuda/atoms/gemm_sm80.cuh>
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
 
 namespace tilefoundry::atoms {
-
-/// What one attention call computes; pointers are compact row-major in torch's layout.
-template <class T, class LenT>
-struct AttentionArgs {
-  T const* q;
-  T const* k;
-  T const* v;
-  T* out;
-  LenT const* kv_len;    ///< nullptr: every key is valid; else one length, or one per batch
-  bool kv_len_per_batch;
-  int64_t batch, heads, kv_heads, sq, skv;
-  float scale;
-  bool causal;
-};
 
 namespace detail {
 
@@ -60,15 +55,6 @@ struct AttnShape {
     return Stages * kAttnKeys * (kKPitch + D) * sizeof(T) + kAttnWarps * D * sizeof(float);
   }
 };
-
-template <class LenT>
-__device__ inline int64_t kv_length(LenT const* kv_len, bool per_batch, int64_t b, int64_t skv) {
-  if constexpr (std::is_same_v<LenT, void>) {
-    return skv;
-  } else {
-    return kv_len == nullptr ? skv : static_cast<int64_t>(kv_len[per_batch ? b : 0]);
-  }
-}
 
 /// One K/V tile (keys t0 .. t0 + 31 of one (batch, kv head)) into a stage; missing keys read as 0.
 template <class T, int D>
@@ -96,12 +82,13 @@ __device__ inline void attn_load_tile(T* ks, T* vs, T const* k, T const* v, int6
 
 template <class T, class LenT, int D, int Stages>
 __global__ void __launch_bounds__(kAttnWarps * 32)
-attention_kernel(AttentionArgs<T, LenT> a, float* __restrict__ ws, int64_t chunk, int aligned) {
+attention_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int64_t chunk, int aligned) {
   using S = AttnShape<T, D>;
   extern __shared__ __align__(16) unsigned char attn_smem[];
   T* ks = reinterpret_cast<T*>(attn_smem);                                // (Stages, 32, KPitch)
   T* vs = ks + Stages * kAttnKeys * S::kKPitch;                           // (Stages, 32, D)
   float* qs = reinterpret_cast<float*>(vs + Stages * kAttnKeys * D);      // (4, D)
+  griddep_launch_dependents();
   int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int64_t const g = a.heads / a.kv_heads;
   int64_t const rows = g * a.sq;  // query rows sharing one kv head
@@ -197,309 +184,246 @@ attention_kernel(AttentionArgs<T, LenT> a, float* __restrict__ ws, int64_t chunk
 #pragma unroll
     for (int q = 0; q < D / 32; ++q) a.out[out_row * D + lane + 32 * q] = cast<T>(l > 0.0f ? acc[q] / l : 0.0f);
   } else {
-    float* part = ws + (static_cast<int64_t>(blockIdx.y) * a.batch * a.heads * a.sq + out_row) * (D + 2);
+    int64_t const slot = static_cast<int64_t>(blockIdx.y) * part.rows + out_row;
     if (lane == 0) {
-      part[0] = m;
-      part[1] = l;
+      part.ml[slot * 2] = m * kLog2e;  // partials keep m in log2 units, as the tensor-core tier does
+      part.ml[slot * 2 + 1] = l;
     }
 #pragma unroll
-    for (int q = 0; q < D / 32; ++q) part[2 + lane + 32 * q] = acc[q];
+    for (int q = 0; q < D / 32; ++q) part.acc[slot * D + lane + 32 * q] = acc[q];
   }
 }
 
-/// Merges the split-KV partials of every row in split order: out = Σ acc_s e^(m_s - M) / Σ l_s e^(m_s - M).
+/// Merges the split-KV partials of each row (a warp per row) in split order:
+/// out = Σ_s acc_s 2^(m_s - M) / Σ_s l_s 2^(m_s - M), M = max_s m_s.
 template <class T, int D>
-__global__ void attention_merge(float const* __restrict__ ws, T* __restrict__ out, int64_t rows, int splits) {
-  int64_t const row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+__global__ void __launch_bounds__(128) attention_merge(AttnPartials part, T* __restrict__ out, int splits) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  griddep_wait();
+  int64_t const row = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
   int const lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int s = 0; s < splits; ++s) mx = max_nan(mx, ws[(s * rows + row) * (D + 2)]);
-  float l = 0.0f;
-  float acc[D / 32] = {};
-  if (mx != -std::numeric_limits<float>::infinity()) {
-    for (int s = 0; s < splits; ++s) {
-      float const* part = ws + (s * rows + row) * (D + 2);
-      float const w = ::expf(part[0] - mx);
-      l = l + part[1] * w;
+  if (row >= part.rows) return;
+  float mx = kNegInf;
+  for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, part.ml[(s * part.rows + row) * 2]);
 #pragma unroll
-      for (int q = 0; q < D / 32; ++q) acc[q] = acc[q] + part[2 + lane + 32 * q] * w;
+  for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  float l = 0.0f;  // this lane's share of Σ_s l_s w_s
+  float acc[D / 32] = {};
+  for (int s0 = 0; s0 < splits; s0 += 32) {
+    int const s = s0 + lane;
+    float w = 0.0f;
+    if (s < splits) {
+      float const ms = part.ml[(s * part.rows + row) * 2];
+      w = ms == kNegInf ? 0.0f : fast_exp2(ms - mx);
+      l += w * part.ml[(s * part.rows + row) * 2 + 1];
+    }
+    int const n = splits - s0 < 32 ? splits - s0 : 32;
+#pragma unroll 8
+    for (int j = 0; j < n; ++j) {
+      float const wj = __shfl_sync(0xffffffffu, w, j);
+      float const* x = part.acc + ((s0 + j) * part.rows + row) * D;
+#pragma unroll
+      for (int q = 0; q < D / 32; ++q) acc[q] += wj * x[lane + 32 * q];
     }
   }
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) l += __shfl_xor_sync(0xffffffffu, l, o);
 #pragma unroll
   for (int q = 0; q < D / 32; ++q) out[row * D + lane + 32 * q] = cast<T>(l > 0.0f ? acc[q] / l : 0.0f);
 }
 
-inline constexpr int kAttnTargetCtas = 264;
-inline constexpr int64_t kAttnMinChunk = 256;
+// ---------------------------------------------------------------- the plan
 
-// ---------------------------------------------------------------- tensor-core tier (prefill)
-//
-// 16-bit q, k, v with head dim 64 or 128: FlashAttention-2's schedule on mma.sync m16n8k16.
-// CTA: 64 query rows of one (batch, head), 4 warps of 16 rows. Per 64-key tile: S = Q Kᵀ from Q
-// fragments held in registers and K through ldmatrix, the online softmax on S's accumulator
-// fragments (a row's values live in one quad of lanes), P rounded to the input type and reused
-// in place as the A fragments of O += P V (V through ldmatrix.trans). K/V tiles are
-// double-buffered with cp.async (two-window prefetch).
-//   qs (64, D + 8)   ks[2] (64, D + 8)   vs[2] (64, D + 8)   smem, rows padded 16 B
+inline constexpr int kAttnMaxDevices = 64;
+inline constexpr int64_t kAttnMinChunk = 256;       // simt: keys per split at least
+inline constexpr int64_t kFlashMinChunk = 128;      // tensor cores: keys per split at least
+inline constexpr int kFlashKeysRows = 16;           // g · Sq up to this takes the keys config
+inline constexpr int64_t kFlashMaxExtent = 1 << 30; // Sq, Skv: key and row indices stay int
 
-inline constexpr int kFlashRows = 64;
-inline constexpr int kFlashKeys = 64;
-inline constexpr int kFlashMinRows = 32;  // fewer query rows than this take the SIMT tier
-
-template <class T, int D>
-struct FlashShape {
-  static constexpr int kPitch = D + 8;
-  static constexpr size_t kSmemBytes = static_cast<size_t>(kFlashRows + 4 * kFlashKeys) * kPitch * sizeof(T);
+/// What the plan reads off the current device (cached per device).
+struct AttnDevice {
+  int sms;         ///< multiprocessors
+  int smem_optin;  ///< shared memory a block may opt into, bytes
+  int major;       ///< compute capability major
 };
 
-/// Two floats as one register of two 16-bit values, the first in the low half (mma operand order).
-template <class T>
-__device__ inline uint32_t pack_pair(float lo, float hi) {
-  return static_cast<uint32_t>(T(lo).raw()) | (static_cast<uint32_t>(T(hi).raw()) << 16);
+inline AttnDevice attn_device() {
+  static std::atomic<int> cache[kAttnMaxDevices][3];  // 0: not read yet
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kAttnMaxDevices) return {1, 0, 0};
+  if (cache[dev][0].load() == 0) {
+    int sms = 0, smem = 0, major = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cache[dev][1].store(smem);
+    cache[dev][2].store(major);
+    cache[dev][0].store(sms > 0 ? sms : 1);
+  }
+  return {cache[dev][0].load(), cache[dev][1].load(), cache[dev][2].load()};
 }
 
-template <class T, class LenT, int D>
-__global__ void __launch_bounds__(128) flash_mma_kernel(AttentionArgs<T, LenT> a) {
-  using S = FlashShape<T, D>;
-  constexpr int P = S::kPitch;
-  constexpr int chunks = D / 8;  // 16-byte chunks per row
-  extern __shared__ __align__(16) unsigned char flash_smem[];
-  T* qs = reinterpret_cast<T*>(flash_smem);
-  T* ks = qs + kFlashRows * P;
-  T* vs = ks + 2 * kFlashKeys * P;
-  int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int const g = lane / 4, tg = lane % 4;
-  int64_t const bh = blockIdx.y;  // b * heads + h
-  int64_t const b = bh / a.heads, h = bh % a.heads;
-  int64_t const hk = h / (a.heads / a.kv_heads);
-  int64_t const i0 = static_cast<int64_t>(blockIdx.x) * kFlashRows;
-  int64_t const len = kv_length(a.kv_len, a.kv_len_per_batch, b, a.skv);
-  int64_t const i_last = (i0 + kFlashRows < a.sq ? i0 + kFlashRows : a.sq) - 1;
-  int64_t key_end = a.causal ? (len < i_last + len - a.sq + 1 ? len : i_last + len - a.sq + 1) : len;
-  key_end = key_end > 0 ? key_end : 0;  // every key any row of the block sees is below this
-  T const* q = a.q + bh * a.sq * D;
-  T const* k = a.k + (b * a.kv_heads + hk) * a.skv * D;
-  T const* v = a.v + (b * a.kv_heads + hk) * a.skv * D;
+enum class AttnTier { simt, mma_rows, mma_keys };
 
-  for (int c = threadIdx.x; c < kFlashRows * chunks; c += 128) {
-    int const r = c / chunks, col = (c % chunks) * 8;
-    bool const ok = i0 + r < a.sq;
-    cp_async_16(qs + r * P + col, ok ? q + (i0 + r) * D + col : q, ok);
-  }
-  auto load_kv = [&](int stage, int64_t t0) {
-    for (int c = threadIdx.x; c < kFlashKeys * chunks; c += 128) {
-      int const r = c / chunks, col = (c % chunks) * 8;
-      bool const ok = t0 + r < key_end;  // keys past every row's view read as 0 (and are masked)
-      cp_async_16(ks + (stage * kFlashKeys + r) * P + col, ok ? k + (t0 + r) * D + col : k, ok);
-      cp_async_16(vs + (stage * kFlashKeys + r) * P + col, ok ? v + (t0 + r) * D + col : v, ok);
-    }
-  };
-  int64_t const tiles = (key_end + kFlashKeys - 1) / kFlashKeys;
-  if (tiles > 0) load_kv(0, 0);
-  cp_async_commit();  // one group: the Q tile and K/V tile 0
+/// How one call runs: the tier, its key chunks (splits > 1: split-KV) and its row blocks.
+struct AttnPlan {
+  AttnTier tier;
+  int splits;
+  int64_t chunk;       ///< keys per split
+  int64_t row_blocks;  ///< tensor-core tiers: CTAs along the g · Sq rows of a kv head
+};
 
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  uint32_t qf[D / 16][4];
-  float o[D / 8][4] = {};
-  float m[2] = {kNegInf, kNegInf};  // rows g and g + 8 of this warp's 16
-  float l[2] = {0.0f, 0.0f};
-  int64_t const row0 = i0 + warp * 16 + g;
-  for (int64_t t = 0; t < tiles; ++t) {
-    int const stage = static_cast<int>(t % 2);
-    if (t + 1 < tiles) load_kv(stage ^ 1, (t + 1) * kFlashKeys);
-    cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
-    if (t == 0) {
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], qs + (warp * 16 + lane % 16) * P + kk * 16 + (lane / 16) * 8);
-    }
-    T const* kt = ks + stage * kFlashKeys * P;
-    T const* vt = vs + stage * kFlashKeys * P;
-    float s[kFlashKeys / 8][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-      for (int j = 0; j < kFlashKeys / 8; ++j) {
-        uint32_t kf[2];
-        ldmatrix_x2(kf, kt + (j * 8 + lane % 8) * P + kk * 16 + ((lane / 8) % 2) * 8);
-        mma_16816<T>(s[j], qf[kk], kf);
-      }
-    }
-    float mx[2] = {m[0], m[1]};
-#pragma unroll
-    for (int j = 0; j < kFlashKeys / 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int const hr = e / 2;
-        int64_t const row = row0 + hr * 8;
-        int64_t const key = t * kFlashKeys + j * 8 + tg * 2 + e % 2;
-        int64_t const visible = a.causal ? (len < row + len - a.sq + 1 ? len : row + len - a.sq + 1) : len;
-        float const val = (key < visible && row < a.sq) ? s[j][e] * a.scale : kNegInf;
-        s[j][e] = val;
-        mx[hr] = max_nan(mx[hr], val);
-      }
-    }
-    float c[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {  // a row's 64 scores sit in the 4 lanes of one quad
-      mx[hr] = max_nan(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
-      mx[hr] = max_nan(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
-      c[hr] = mx[hr] == kNegInf ? 1.0f : ::expf(m[hr] - mx[hr]);
-    }
-#pragma unroll
-    for (int j = 0; j < kFlashKeys / 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int const hr = e / 2;
-        float const p = mx[hr] == kNegInf ? 0.0f : ::expf(s[j][e] - mx[hr]);
-        s[j][e] = p;
-        sum[hr] = sum[hr] + p;
-      }
-    }
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      sum[hr] = sum[hr] + __shfl_xor_sync(0xffffffffu, sum[hr], 1);
-      sum[hr] = sum[hr] + __shfl_xor_sync(0xffffffffu, sum[hr], 2);
-      l[hr] = l[hr] * c[hr] + sum[hr];
-      m[hr] = mx[hr];
-    }
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      o[n][0] = o[n][0] * c[0];
-      o[n][1] = o[n][1] * c[0];
-      o[n][2] = o[n][2] * c[1];
-      o[n][3] = o[n][3] * c[1];
-    }
-#pragma unroll
-    for (int kk = 0; kk < kFlashKeys / 16; ++kk) {
-      // S tiles 2kk and 2kk+1 (keys 16kk .. 16kk+15) become the A fragment of P: rows g / g+8.
-      uint32_t const pf[4] = {pack_pair<T>(s[2 * kk][0], s[2 * kk][1]), pack_pair<T>(s[2 * kk][2], s[2 * kk][3]),
-                              pack_pair<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              pack_pair<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        uint32_t vf[2];
-        ldmatrix_x2_trans(vf, vt + (kk * 16 + lane % 16) * P + n * 8);
-        mma_16816<T>(o[n], pf, vf);
-      }
-    }
-    __syncthreads();  // the stage is refilled by the next prefetch
-  }
-  cp_async_wait<0>();
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    int64_t const row = row0 + hr * 8;
-    if (row >= a.sq) continue;
-    float const inv = l[hr] > 0.0f ? 1.0f / l[hr] : 0.0f;
-    T* out = a.out + (bh * a.sq + row) * D;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      out[n * 8 + tg * 2] = T(o[n][2 * hr] * inv);
-      out[n * 8 + tg * 2 + 1] = T(o[n][2 * hr + 1] * inv);
-    }
-  }
+/// Splits that bring `ctas` CTAs up to `target`, each at least `min_chunk` keys, chunks a multiple of `step`.
+inline AttnPlan split_keys(AttnTier tier, int64_t ctas, int64_t target, int64_t skv, int64_t step,
+                           int64_t min_chunk, int64_t row_blocks) {
+  int64_t chunk = (skv + step - 1) / step * step;
+  chunk = chunk > step ? chunk : step;
+  if (ctas >= target || skv < 2 * min_chunk) return {tier, 1, chunk, row_blocks};
+  int64_t const want = (target + ctas - 1) / ctas;
+  chunk = ((skv + want - 1) / want + step - 1) / step * step;
+  chunk = chunk > min_chunk ? chunk : min_chunk;
+  return {tier, static_cast<int>((skv + chunk - 1) / chunk), chunk, row_blocks};
 }
 
-/// True when the tensor-core tier takes the call: 16-bit, head dim 64 or 128, enough query rows,
-/// 16-byte aligned q, k, v (cp.async).
-template <int D, class T, class LenT>
-inline bool flash_mma_fits(AttentionArgs<T, LenT> const& a) {
+template <class T, class LenT>
+inline bool flash_mma_fits(AttentionArgs<T, LenT> const& a, int head_dim, AttnDevice const& dev) {
   auto is16 = [](void const* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  if constexpr (is_half_v<T> && (D == 64 || D == 128)) {
-    return a.sq >= kFlashMinRows && is16(a.q) && is16(a.k) && is16(a.v);
+  if constexpr (is_half_v<T>) {
+    return (head_dim == 64 || head_dim == 128) && dev.major >= 8 && is16(a.q) && is16(a.k) && is16(a.v) &&
+           is16(a.out) && a.sq < kFlashMaxExtent && a.skv < kFlashMaxExtent && a.batch * a.kv_heads <= 65535;
   } else {
     return false;
   }
 }
 
-template <int D, class T, class LenT>
-inline cudaError_t flash_mma(AttentionArgs<T, LenT> const& a, cudaStream_t stream) {
-  if constexpr (is_half_v<T> && (D == 64 || D == 128)) {
-    auto kernel = flash_mma_kernel<T, LenT, D>;
-    constexpr size_t smem = FlashShape<T, D>::kSmemBytes;
-    static std::atomic<unsigned long long> raised{0};
-    int device = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err != cudaSuccess) return err;
-    unsigned long long const bit = 1ull << (device % 64);
-    if (smem > 48 * 1024 && !(raised.load() & bit)) {
-      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-      if (err != cudaSuccess) return err;
-      raised.fetch_or(bit);
+/// A tensor-core config's facts the plan needs: shared memory, CTAs per SM, rows per CTA, keys per step.
+struct FlashFacts {
+  size_t smem;
+  int per_sm;
+  int rows;
+  int step;
+};
+
+template <class Cfg>
+inline constexpr FlashFacts flash_facts_of = {Cfg::kSmemBytes, Cfg::kMinBlocks, Cfg::kRows, Cfg::kStepKeys};
+
+inline FlashFacts flash_facts(int head_dim, bool keys) {
+  if (head_dim == 64) return keys ? flash_facts_of<FlashKeysConfig<64>> : flash_facts_of<FlashRowsConfig<64>>;
+  return keys ? flash_facts_of<FlashKeysConfig<128>> : flash_facts_of<FlashRowsConfig<128>>;
+}
+
+/// The tier and split of a call on the current device; attention() and the workspace size agree.
+template <class T, class LenT>
+inline AttnPlan attention_plan(AttentionArgs<T, LenT> const& a, int head_dim) {
+  AttnDevice const dev = attn_device();
+  int64_t const g = a.heads / a.kv_heads;
+  if (flash_mma_fits(a, head_dim, dev)) {
+    bool const keys = g * a.sq <= kFlashKeysRows;
+    FlashFacts const f = flash_facts(head_dim, keys);
+    if (f.smem <= static_cast<size_t>(dev.smem_optin)) {
+      int64_t const row_blocks = (g * a.sq + f.rows - 1) / f.rows;
+      return split_keys(keys ? AttnTier::mma_keys : AttnTier::mma_rows, row_blocks * a.batch * a.kv_heads,
+                        static_cast<int64_t>(dev.sms) * f.per_sm, a.skv, f.step, kFlashMinChunk, row_blocks);
     }
-    dim3 grid(static_cast<unsigned>((a.sq + kFlashRows - 1) / kFlashRows), static_cast<unsigned>(a.batch * a.heads));
-    kernel<<<grid, 128, smem, stream>>>(a);
-    return cudaGetLastError();
-  } else {
-    (void)a;
-    (void)stream;
-    return cudaErrorInvalidValue;
   }
+  int64_t const blocks = (g * a.sq + kAttnWarps - 1) / kAttnWarps;
+  return split_keys(AttnTier::simt, a.batch * a.kv_heads * blocks, 2 * static_cast<int64_t>(dev.sms), a.skv,
+                    kAttnKeys, kAttnMinChunk, blocks);
+}
+
+/// Raises a kernel's dynamic shared-memory limit once per device (not again inside a capture).
+template <class Kernel>
+inline cudaError_t allow_smem(Kernel kernel, size_t smem, std::atomic<unsigned long long>& raised) {
+  if (smem <= 48 * 1024) return cudaSuccess;
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  unsigned long long const bit = 1ull << (device % 64);
+  if (!(raised.load() & bit)) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+    raised.fetch_or(bit);
+  }
+  return cudaSuccess;
+}
+
+template <class T, class LenT, class Cfg>
+inline cudaError_t flash_mma(AttentionArgs<T, LenT> const& a, AttnPartials part, AttnPlan const& plan,
+                             cudaStream_t stream) {
+  auto kernel = flash_mma_kernel<T, LenT, Cfg>;
+  static std::atomic<unsigned long long> raised{0};
+  cudaError_t const err = allow_smem(kernel, Cfg::kSmemBytes, raised);
+  if (err != cudaSuccess) return err;
+  dim3 const grid(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(a.batch * a.kv_heads),
+                  static_cast<unsigned>(plan.splits));
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(a, part, static_cast<int>(plan.chunk));
+  return cudaGetLastError();
+}
+
+/// The merge as a programmatic dependent of the split kernel where that is known to work: sm_90+
+/// and an explicit stream (torch's current stream, or the one a graph capture records).
+template <class T, int D>
+inline cudaError_t merge_partials(AttnPartials part, T* out, int splits, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>((part.rows + 3) / 4));
+  cfg.blockDim = dim3(128);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1] = {};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  bool const plain = stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+  bool const pdl = !plain && attn_device().major >= 9;
+  cfg.attrs = pdl ? attr : nullptr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, attention_merge<T, D>, part, out, splits);
 }
 
 }  // namespace detail
 
-/// Key chunks per row block: split the keys across CTAs when the rows alone leave the device idle.
-template <class T, class LenT>
-inline int attention_splits(AttentionArgs<T, LenT> const& a) {
-  int64_t const g = a.heads / a.kv_heads;
-  int64_t const ctas = a.batch * a.kv_heads * ((g * a.sq + detail::kAttnWarps - 1) / detail::kAttnWarps);
-  if (ctas >= detail::kAttnTargetCtas || a.skv < 2 * detail::kAttnMinChunk) return 1;
-  int64_t splits = (detail::kAttnTargetCtas + ctas - 1) / ctas;
-  int64_t const most = a.skv / detail::kAttnMinChunk;
-  return static_cast<int>(splits < most ? splits : most);
-}
-
 template <class T, class LenT>
 inline size_t attention_workspace_bytes(AttentionArgs<T, LenT> const& a, int head_dim) {
-  bool const tensor_cores = head_dim == 64 ? detail::flash_mma_fits<64>(a)
-                          : head_dim == 128 ? detail::flash_mma_fits<128>(a) : false;
-  if (tensor_cores) return 0;
-  int const splits = attention_splits(a);
-  return splits > 1 ? static_cast<size_t>(splits) * a.batch * a.heads * a.sq * (head_dim + 2) * sizeof(float) : 0;
+  int64_t const rows = a.batch * a.heads * a.sq;
+  if (rows == 0) return 0;
+  return detail::attention_partial_bytes(detail::attention_plan(a, head_dim).splits, rows, head_dim);
 }
 
 /**
  * @brief Run the attention atom on `stream`; `workspace` holds attention_workspace_bytes(a, D).
  * @tparam D head dim (q, k and v share it), a multiple of 32 up to 256
- * @tparam Stages 2: two-window K/V prefetch; 1: ordered loads (when two stages exceed shared memory)
+ * @tparam Stages simt tier: 2 two-window K/V prefetch; 1 ordered loads (when two stages exceed shared memory)
  */
 template <int D, int Stages, class T, class LenT>
 inline cudaError_t attention(AttentionArgs<T, LenT> const& a, void* workspace, cudaStream_t stream) {
   using S = detail::AttnShape<T, D>;
   int64_t const rows = a.batch * a.heads * a.sq;
   if (rows == 0) return cudaSuccess;
-  if (detail::flash_mma_fits<D>(a)) return detail::flash_mma<D>(a, stream);
-  auto kernel = detail::attention_kernel<T, LenT, D, Stages>;
-  constexpr size_t smem = S::template smem_bytes<Stages>();
-  if constexpr (smem > 48 * 1024) {
-    // Raise the kernel's dynamic shared-memory limit once per device (not again inside a capture).
-    static std::atomic<unsigned long long> raised{0};
-    int device = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err != cudaSuccess) return err;
-    unsigned long long const bit = 1ull << (device % 64);
-    if (!(raised.load() & bit)) {
-      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-      if (err != cudaSuccess) return err;
-      raised.fetch_or(bit);
+  detail::AttnPlan const plan = detail::attention_plan(a, D);
+  detail::AttnPartials const part = plan.splits > 1 ? detail::AttnPartials::in(workspace, plan.splits, rows)
+                                                    : detail::AttnPartials{nullptr, nullptr, rows};
+  cudaError_t err = cudaSuccess;
+  if (plan.tier != detail::AttnTier::simt) {
+    if constexpr (is_half_v<T> && (D == 64 || D == 128)) {
+      err = plan.tier == detail::AttnTier::mma_rows
+                ? detail::flash_mma<T, LenT, detail::FlashRowsConfig<D>>(a, part, plan, stream)
+                : detail::flash_mma<T, LenT, detail::FlashKeysConfig<D>>(a, part, plan, stream);
+    } else {
+      return cudaErrorInvalidValue;  // the plan never picks tensor cores for these
     }
+  } else {
+    auto kernel = detail::attention_kernel<T, LenT, D, Stages>;
+    constexpr size_t smem = S::template smem_bytes<Stages>();
+    static std::atomic<unsigned long long> raised{0};
+    err = detail::allow_smem(kernel, smem, raised);
+    if (err != cudaSuccess) return err;
+    auto is16 = [](void const* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+    int const aligned = is16(a.q) && is16(a.k) && is16(a.v) ? 1 : 0;
+    dim3 const grid(static_cast<unsigned>(a.batch * a.kv_heads * plan.row_blocks), static_cast<unsigned>(plan.splits));
+    kernel<<<grid, detail::kAttnWarps * 32, smem, stream>>>(a, part, plan.chunk, aligned);
+    err = cudaGetLastError();
   }
-  int const splits = attention_splits(a);
-  int64_t const g = a.heads / a.kv_heads;
-  int64_t const blocks = (g * a.sq + detail::kAttnWarps - 1) / detail::kAttnWarps;
-  int64_t const chunk = ((a.skv + splits - 1) / splits + detail::kAttnKeys - 1) / detail::kAttnKeys * detail::kAttnKeys;
-  auto is16 = [](void const* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  int const aligned = is16(a.q) && is16(a.k) && is16(a.v) ? 1 : 0;
-  dim3 grid(static_cast<unsigned>(a.batch * a.kv_heads * blocks), static_cast<unsigned>(splits));
-  kernel<<<grid, detail::kAttnWarps * 32, smem, stream>>>(a, static_cast<float*>(workspace), chunk, aligned);
-  if (splits > 1) {
-    detail::attention_merge<T, D><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(
-        static_cast<float const*>(workspace), a.out, rows, splits);
-  }
-  return cudaGetLastError();
+  if (err != cudaSuccess || plan.splits == 1) return err;
+  return detail::merge_partials<T, D>(part, a.out, plan.splits, stream);
 }
 
 }  // namespace tilefoundry::atoms

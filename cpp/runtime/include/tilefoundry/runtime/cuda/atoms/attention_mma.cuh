@@ -1,0 +1,453 @@
+// Tensor-core tier of the attention atom (attention.cuh): 16-bit q, k, v with head dim 64 or 128,
+// FlashAttention-2's schedule on mma.sync m16n8k16 with f32 accumulation.
+//
+// Rows. The g = Hq / Hkv query heads sharing kv head hk own g · Sq consecutive rows of q and out
+// (row ρ is head hk · g + ρ / Sq, position ρ % Sq), so a CTA takes a block of ρ rows and one
+// (batch, kv head): every K/V tile it loads serves all of them (grouped-query reuse).
+// Warps. Each warp owns 16 rows (one m16 tile) and a 16·n-key slice of each K/V step:
+//   rows config  (prefill): 8 row warps x 1 key warp,  128 rows, 64-key steps
+//   keys config  (decode):  1 row warp  x 4 key warps,  16 rows, 4 x 16 = 64-key steps
+// The keys config serves g · Sq <= 16 (one token per head); its key warps keep separate online
+// softmax states that the epilogue combines.
+// Per step and warp: S = Q Kᵀ (Q fragments loaded once into registers, K by ldmatrix.x4 from
+// rows padded by 16 bytes, so the 8 row addresses of each 8x8 matrix hit distinct bank groups);
+// scores scaled by scale · log2(e) and masked only on tiles that cross a row's visible end; the
+// online softmax on the accumulator fragments (a row lives in one lane quad: two shuffles); P
+// rounded to the input type in registers and used directly as the A operand of O += P V
+// (V by ldmatrix.x4.trans). Tiles no row of the warp can see are skipped.
+// Pipeline: K/V steps stream through Stages shared-memory stages with cp.async, Stages - 1 steps
+// ahead; one barrier per step (the stage refilled at step s was consumed at step s - 1).
+// Epilogue: each warp parks (O, m, l) in shared memory (over the drained stages); the CTA
+// combines its key warps and writes either out (16-bit, 8-byte stores) or split-KV partials.
+// Grid: (row blocks, batch · Hkv, splits); causal launches each head's last (heaviest) row
+// block first.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include <cuda_runtime_api.h>
+
+#include <tilefoundry/runtime/cuda/atoms/attention_args.cuh>
+#include <tilefoundry/runtime/cuda/atoms/gemm_sm80.cuh>
+#include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
+
+namespace tilefoundry::atoms::detail {
+
+// ---------------------------------------------------------------- fragment layouts
+//
+// mma.sync.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type"),
+// lane L, group g = L / 4, thread-in-group t = L % 4; a .b32 register holds two 16-bit values,
+// the lower-indexed one in the low half:
+//   A (16 x 16, row)  reg j (0..3), half h: A[g + 8 (j % 2)][2t + h + 8 (j / 2)]
+//   B (16 x 8, col)   reg j (0..1), half h: B[2t + h + 8 j][g]
+//   C (16 x 8, f32)   elem e (0..3):        C[g + 8 (e / 2)][2t + e % 2]
+// ldmatrix.sync.m8n8.x4.b16: lanes 8i .. 8i+7 give the addresses of rows 0..7 of matrix i, and
+// register i of lane L receives from matrix i
+//   plain:  row L / 4, columns 2t, 2t + 1
+//   .trans: rows 2t, 2t + 1 of column L / 4   (the transposed matrix's row L / 4)
+// So lane L addresses row L % 8 of matrix L / 8, and each operand below is four 8x8 matrices:
+//
+// Q as A (rows x d, row-major in smem), k-step kk: matrix i = rows 8 (i % 2) .., d 16 kk + 8 (i / 2)
+//   -> reg i is A's reg j = i (row g + 8 (i % 2), col 2t + 8 (i / 2)).
+//   lane L: row 8 ((L / 8) % 2) + L % 8 = L % 16, col 8 (L / 16).
+// K as B of S = Q Kᵀ (B[d][key] = K[key][d], K row-major keys x d), two n-tiles 2jp, 2jp + 1
+// (keys 16 jp ..) and k-step kk: matrix i = keys 16 jp + 8 (i / 2) .., d 16 kk + 8 (i % 2).
+//   plain ldmatrix gives lane L K[key0 + g][d0 + 2t, +1] = B[d0 + 2t, +1][g]: B's reg (i % 2) of
+//   n-tile 2jp + i / 2.  lane L: key 8 (L / 16) + L % 8, d 8 ((L / 8) % 2).
+// V as B of O = P V (B[key][d] = V[key][d], V row-major keys x d), k-step kk (keys 16 kk ..) and
+// two n-tiles 2np, 2np + 1 (d 16 np ..): matrix i = keys 16 kk + 8 (i % 2) .., d 16 np + 8 (i / 2).
+//   .trans gives lane L V[key0 + 2t, +1][d0 + g] = B[2t, +1][g]: B's reg (i % 2) of n-tile
+//   2np + i / 2.  lane L: key 8 ((L / 8) % 2) + L % 8 = L % 16, d 8 (L / 16).
+// P as A of O = P V, k-step kk (keys 16 kk .. of the warp's slice) from S's C tiles 2kk, 2kk + 1:
+//   A reg 0 = (g, 2t..)       = C tile 2kk     elems 0, 1
+//   A reg 1 = (g + 8, 2t..)   = C tile 2kk     elems 2, 3
+//   A reg 2 = (g, 8 + 2t..)   = C tile 2kk + 1 elems 0, 1
+//   A reg 3 = (g + 8, 8 + 2t..) = C tile 2kk + 1 elems 2, 3
+
+/// Element offset (pitch = row stride) of the row lane L addresses for Q's A fragment.
+__host__ __device__ constexpr int ldm_q_offset(int lane, int pitch) { return (lane % 16) * pitch + (lane / 16) * 8; }
+
+/// Element offset of the row lane L addresses for K's B fragments (two n-tiles, one k-step).
+__host__ __device__ constexpr int ldm_k_offset(int lane, int pitch) {
+  return ((lane / 16) * 8 + lane % 8) * pitch + ((lane / 8) % 2) * 8;
+}
+
+/// Element offset of the row lane L addresses for V's B fragments (.trans; one k-step, two n-tiles).
+__host__ __device__ constexpr int ldm_v_offset(int lane, int pitch) { return (lane % 16) * pitch + (lane / 16) * 8; }
+
+/// Row (within the 16) and column (within the 8) of accumulator element e of lane L.
+__host__ __device__ constexpr int acc_row(int lane, int e) { return lane / 4 + 8 * (e / 2); }
+__host__ __device__ constexpr int acc_col(int lane, int e) { return 2 * (lane % 4) + e % 2; }
+
+/// Two floats rounded to one register of two 16-bit values, `lo` in the low half.
+template <class T>
+__host__ __device__ inline uint32_t pack_half2(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+  uint32_t r;
+  // cvt.rn.{bf16x2,f16x2}.f32 d, a, b puts a in the upper half and b in the lower.
+  if constexpr (std::is_same_v<T, bf16>) {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  } else {
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  }
+  return r;
+#else
+  return static_cast<uint32_t>(T(lo).raw()) | (static_cast<uint32_t>(T(hi).raw()) << 16);
+#endif
+}
+
+/// P's A fragment for one k-step from the score accumulators of its two key n-tiles.
+template <class T>
+__host__ __device__ inline void p_operand(uint32_t (&a)[4], float const (&lo)[4], float const (&hi)[4]) {
+  a[0] = pack_half2<T>(lo[0], lo[1]);
+  a[1] = pack_half2<T>(lo[2], lo[3]);
+  a[2] = pack_half2<T>(hi[0], hi[1]);
+  a[3] = pack_half2<T>(hi[2], hi[3]);
+}
+
+/// Four 8x8 b16 matrices, transposed (B fragments from N-major smem).
+__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], void const* row_addr) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(row_addr)));
+#endif
+}
+
+/// d += a · (b0, b1) for one m16n8k16 atom.
+template <class T>
+__device__ inline void mma_pair(float (&d)[4], uint32_t const (&a)[4], uint32_t b0, uint32_t b1) {
+  uint32_t const b[2] = {b0, b1};
+  mma_16816<T>(d, a, b);
+}
+
+// ---------------------------------------------------------------- configuration
+
+/**
+ * @brief One tensor-core attention kernel's shape.
+ * @tparam RowWarps warps along rows (16 rows each); @tparam KeyWarps warps along keys
+ * @tparam Keys keys per warp and step (a multiple of 16); @tparam Stages K/V stages in smem
+ */
+template <int D, int RowWarps, int KeyWarps, int Keys, int Stages, int MinBlocks>
+struct FlashConfig {
+  static_assert(D == 64 || D == 128, "attention tensor-core tier: head dim 64 or 128");
+  static_assert(Keys % 16 == 0 && Stages >= 2, "attention tensor-core tier: 16-key slices, two stages or more");
+  static constexpr int kD = D;
+  static constexpr int kRowWarps = RowWarps;
+  static constexpr int kKeyWarps = KeyWarps;
+  static constexpr int kKeys = Keys;
+  static constexpr int kStages = Stages;
+  static constexpr int kMinBlocks = MinBlocks;
+  static constexpr int kWarps = RowWarps * KeyWarps;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kRows = 16 * RowWarps;
+  static constexpr int kStepKeys = Keys * KeyWarps;
+  static constexpr int kPitch = D + 8;    // 16-bit elements per smem row: 16-byte pad
+  static constexpr int kCPitch = D + 8;   // floats per combine row: float2 stores of a quad row land apart
+  static constexpr size_t kQBytes = static_cast<size_t>(kRows) * kPitch * 2;
+  static constexpr size_t kStageBytes = static_cast<size_t>(2) * kStepKeys * kPitch * 2;
+  static constexpr size_t kSmemBytes = kQBytes + Stages * kStageBytes;
+  static_assert(static_cast<size_t>(kWarps) * 16 * (kCPitch + 2) * 4 <= Stages * kStageBytes,
+                "attention tensor-core tier: the epilogue's combine buffer must fit in the drained stages");
+  static_assert((kRows * D / 4) % kThreads == 0, "attention tensor-core tier: the epilogue divides evenly over the threads");
+};
+
+/// Prefill: 128 rows (8 warps), 64-key steps, three stages (two steps in flight).
+template <int D>
+using FlashRowsConfig = FlashConfig<D, 8, 1, 64, 3, 1>;
+/// Decode (g · Sq <= 16): 16 rows, 4 key warps of 16 keys; two CTAs per SM stream K/V.
+template <int D>
+using FlashKeysConfig = FlashConfig<D, 1, 4, 16, D == 64 ? 4 : 3, 2>;
+
+// ---------------------------------------------------------------- one warp's key slice
+
+/// One warp's running state: its Q fragments, O accumulators and the online softmax of its two
+/// rows per lane (g, g + 8).
+template <int D>
+struct FlashWarpState {
+  uint32_t qf[D / 16][4];
+  float o[D / 8][4];
+  float m[2];  ///< running max of scale · log2(e) · score
+  float l[2];  ///< this lane's share of the running sum (quad-reduced at the end)
+};
+
+/**
+ * @brief Folds one slice of Keys keys into a warp's state: S = Q Kᵀ, online softmax, O += P V.
+ * @param kt, vt the slice's first K / V row in smem (pitch P); k_off, v_off this lane's ldmatrix offsets
+ * @param sl2 |scale| · log2(e) (Q was negated for a negative scale)
+ * @param lim0, lim1 element (j, e) is masked when 8j + e % 2 >= lim[e / 2] (Masked only)
+ */
+template <bool Masked, class T, int D, int Keys, int P>
+__device__ __forceinline__ void flash_slice(FlashWarpState<D>& w, T const* kt, T const* vt, int k_off, int v_off,
+                                            float sl2, int lim0, int lim1) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float sc[Keys / 8][4] = {};
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+    for (int jp = 0; jp < Keys / 16; ++jp) {
+      uint32_t kf[4];
+      ldmatrix_x4(kf, kt + k_off + jp * 16 * P + kk * 16);
+      mma_pair<T>(sc[2 * jp], w.qf[kk], kf[0], kf[1]);
+      mma_pair<T>(sc[2 * jp + 1], w.qf[kk], kf[2], kf[3]);
+    }
+  }
+  if constexpr (Masked) {
+#pragma unroll
+    for (int j = 0; j < Keys / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (8 * j + e % 2 >= (e < 2 ? lim0 : lim1)) sc[j][e] = kNegInf;
+      }
+    }
+  }
+  // sl2 > 0, so the row max of raw scores scales to the row max of scaled ones.
+  float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+  for (int j = 0; j < Keys / 8; ++j) {
+    mx[0] = fmaxf(mx[0], fmaxf(sc[j][0], sc[j][1]));
+    mx[1] = fmaxf(mx[1], fmaxf(sc[j][2], sc[j][3]));
+  }
+  float base[2], c[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {  // a row's scores sit in the 4 lanes of one quad
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+    float const mn = fmaxf(w.m[h], mx[h] * sl2);
+    base[h] = mn == kNegInf ? 0.0f : mn;  // a row that sees nothing yet keeps p = 0, no NaN
+    c[h] = w.m[h] == mn ? 1.0f : fast_exp2(w.m[h] - base[h]);
+    w.m[h] = mn;
+  }
+  float rs[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int j = 0; j < Keys / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      sc[j][e] = fast_exp2(fmaf(sc[j][e], sl2, -base[e / 2]));
+      rs[e / 2] += sc[j][e];
+    }
+  }
+  w.l[0] = w.l[0] * c[0] + rs[0];
+  w.l[1] = w.l[1] * c[1] + rs[1];
+  if (!__all_sync(0xffffffffu, c[0] == 1.0f && c[1] == 1.0f)) {  // some row's max moved
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      w.o[n][0] *= c[0];
+      w.o[n][1] *= c[0];
+      w.o[n][2] *= c[1];
+      w.o[n][3] *= c[1];
+    }
+  }
+#pragma unroll
+  for (int kk = 0; kk < Keys / 16; ++kk) {
+    uint32_t pa[4];
+    p_operand<T>(pa, sc[2 * kk], sc[2 * kk + 1]);
+#pragma unroll
+    for (int np = 0; np < D / 16; ++np) {
+      uint32_t vf[4];
+      ldmatrix_x4_trans(vf, vt + v_off + kk * 16 * P + np * 16);
+      mma_pair<T>(w.o[2 * np], pa, vf[0], vf[1]);
+      mma_pair<T>(w.o[2 * np + 1], pa, vf[2], vf[3]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- the kernel
+
+template <class T, class LenT, class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
+  constexpr int D = Cfg::kD, P = Cfg::kPitch, CP = Cfg::kCPitch, Keys = Cfg::kKeys, Step = Cfg::kStepKeys;
+  constexpr int Stages = Cfg::kStages, kChunks = D / 8;  // 16-byte chunks per row
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  extern __shared__ __align__(16) unsigned char flash_smem[];
+  T* const qs = reinterpret_cast<T*>(flash_smem);  // (kRows, P)
+  T* const kv = qs + Cfg::kRows * P;                // stage s: K (Step, P) then V (Step, P)
+  griddep_launch_dependents();
+
+  int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int const rg = warp % Cfg::kRowWarps, kw = warp / Cfg::kRowWarps;
+  int const g = lane / 4, t = lane % 4;
+
+  int64_t const group = a.heads / a.kv_heads;
+  int64_t const rows_kv = group * a.sq;  // rows ρ sharing this kv head
+  int64_t const rb = a.causal ? static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x : static_cast<int64_t>(blockIdx.x);
+  int64_t const bk = blockIdx.y;  // b * Hkv + hk
+  int64_t const b = bk / a.kv_heads, hk = bk % a.kv_heads;
+  int64_t const rho0 = rb * Cfg::kRows;
+  int64_t const row_base = (b * a.heads + hk * group) * a.sq;  // q / out row of ρ = 0
+  int64_t const len = kv_length(a.kv_len, a.kv_len_per_batch, b, a.skv);
+  // Row i sees keys [0, min(len, i + len - Sq + 1)) when causal (the last query sees the last key).
+  int64_t cta_end = len;
+  if (a.causal) {
+    int64_t const last = (rho0 + Cfg::kRows < rows_kv ? rho0 + Cfg::kRows : rows_kv) - 1;
+    int64_t const i_max = rho0 / a.sq == last / a.sq ? last % a.sq : a.sq - 1;
+    cta_end = len < i_max + len - a.sq + 1 ? len : i_max + len - a.sq + 1;
+  }
+  int const k_begin = static_cast<int>(blockIdx.z) * chunk;
+  int const k_end = static_cast<int>(cta_end < k_begin + chunk ? (cta_end > k_begin ? cta_end : k_begin)
+                                                                 : k_begin + chunk);
+  int const n_steps = (k_end - k_begin + Step - 1) / Step;
+
+  // Each lane's two rows (g, g + 8) see keys below vis[h]; rows past the block's end (zero q,
+  // output dropped) see every loaded key, so they never force masking.
+  int vis[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    int64_t const rho = rho0 + rg * 16 + g + 8 * h;
+    int64_t v = k_end;
+    if (rho < rows_kv) {
+      int64_t const i = rho % a.sq;
+      v = a.causal && i + len - a.sq + 1 < len ? i + len - a.sq + 1 : len;
+      v = v < k_end ? v : k_end;
+    }
+    vis[h] = static_cast<int>(v > 0 ? v : 0);
+  }
+  int wmin = vis[0] < vis[1] ? vis[0] : vis[1];
+  int wmax = vis[0] < vis[1] ? vis[1] : vis[0];
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) {
+    wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
+    wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
+  }
+
+  // This thread's 16-byte chunks of a K (or V) step: rows r0 + i · kRowStride, column col0.
+  constexpr int kRowStride = Cfg::kThreads / kChunks;
+  static_assert(Cfg::kThreads % kChunks == 0 && Step % kRowStride == 0 && Cfg::kRows % kRowStride == 0,
+                "attention tensor-core tier: each thread loads whole columns of rows");
+  int const r0 = threadIdx.x / kChunks, col0 = (threadIdx.x % kChunks) * 8;
+  T const* const kg = a.k + bk * a.skv * D;
+  T const* const vg = a.v + bk * a.skv * D;
+  auto load_step = [&](int stage, int key0) {
+    T* const ks = kv + stage * 2 * Step * P + r0 * P + col0;
+    T const* const kp = kg + static_cast<int64_t>(key0 + r0) * D + col0;
+    T const* const vp = vg + static_cast<int64_t>(key0 + r0) * D + col0;
+    int const valid = k_end - key0 - r0;  // keys past the range read as 0 (and are masked)
+#pragma unroll
+    for (int i = 0; i < Step / kRowStride; ++i) {
+      bool const ok = i * kRowStride < valid;
+      cp_async_16(ks + i * kRowStride * P, ok ? kp + i * kRowStride * D : kg, ok);
+      cp_async_16(ks + (Step + i * kRowStride) * P, ok ? vp + i * kRowStride * D : vg, ok);
+    }
+  };
+
+  int const k_off = ldm_k_offset(lane, P);
+  int const v_off = ldm_v_offset(lane, P);
+  // Scores scale by |scale| · log2(e) > 0 (so row maxima commute with it); a negative scale
+  // negates Q instead, which is exact in 16 bits.
+  float const sl2 = fmaxf(fabsf(a.scale) * kLog2e, 1e-30f);
+  FlashWarpState<D> w;
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) w.o[n][0] = w.o[n][1] = w.o[n][2] = w.o[n][3] = 0.0f;
+  w.m[0] = w.m[1] = kNegInf;
+  w.l[0] = w.l[1] = 0.0f;
+
+  if (n_steps > 0) {
+    T const* const qg = a.q + (row_base + rho0 + r0) * D + col0;
+#pragma unroll
+    for (int i = 0; i < Cfg::kRows / kRowStride; ++i) {
+      bool const ok = rho0 + r0 + i * kRowStride < rows_kv;
+      cp_async_16(qs + (r0 + i * kRowStride) * P + col0, ok ? qg + i * kRowStride * D : a.q, ok);
+    }
+    cp_async_commit();
+#pragma unroll
+    for (int s = 0; s < Stages - 1; ++s) {
+      if (s < n_steps) load_step(s, k_begin + s * Step);
+      cp_async_commit();
+    }
+    cp_async_wait<Stages - 1>();  // the Q group has landed
+    __syncthreads();
+    uint32_t const flip = a.scale < 0.0f ? 0x80008000u : 0u;  // both halves' sign bits
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      ldmatrix_x4(w.qf[kk], qs + rg * 16 * P + ldm_q_offset(lane, P) + kk * 16);
+#pragma unroll
+      for (int r = 0; r < 4; ++r) w.qf[kk][r] ^= flip;
+    }
+  }
+
+  for (int s = 0; s < n_steps; ++s) {
+    cp_async_wait<Stages - 2>();  // step s has landed (this thread's copies) ...
+    __syncthreads();              // ... everyone's, and step s - 1's stage is free
+    if (s + Stages - 1 < n_steps) load_step((s + Stages - 1) % Stages, k_begin + (s + Stages - 1) * Step);
+    cp_async_commit();
+    int const t0 = k_begin + s * Step + kw * Keys;  // this warp's first key
+    if (t0 >= wmax) continue;                      // no row of the warp sees any of its keys
+    T const* const kt = kv + (s % Stages) * 2 * Step * P + kw * Keys * P;
+    T const* const vt = kt + Step * P;
+    if (t0 + Keys > wmin) {  // some row of the warp stops inside this slice
+      // element (j, e) is key t0 + 8j + 2t + e % 2 of row g + 8 (e / 2)
+      flash_slice<true, T, D, Keys, P>(w, kt, vt, k_off, v_off, sl2, vis[0] - t0 - 2 * t, vis[1] - t0 - 2 * t);
+    } else {
+      flash_slice<false, T, D, Keys, P>(w, kt, vt, k_off, v_off, sl2, 0, 0);
+    }
+  }
+
+  // Epilogue: park each warp's (O, m, l) over the drained stages, then combine the key warps.
+  cp_async_wait<0>();
+  __syncthreads();
+  float* const cmb = reinterpret_cast<float*>(kv);      // (warps, 16, CP)
+  float* const st = cmb + Cfg::kWarps * 16 * CP;        // (warps, 16, 2): m, l
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    w.l[h] += __shfl_xor_sync(0xffffffffu, w.l[h], 1);
+    w.l[h] += __shfl_xor_sync(0xffffffffu, w.l[h], 2);
+  }
+  float* const mine = cmb + warp * 16 * CP;
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      *reinterpret_cast<float2*>(mine + (g + 8 * h) * CP + 8 * n + 2 * t) = make_float2(w.o[n][2 * h], w.o[n][2 * h + 1]);
+    }
+  }
+  if (t == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      st[(warp * 16 + g + 8 * h) * 2] = w.m[h];
+      st[(warp * 16 + g + 8 * h) * 2 + 1] = w.l[h];
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int it = 0; it < Cfg::kRows * D / 4 / Cfg::kThreads; ++it) {
+    int const idx = threadIdx.x + it * Cfg::kThreads;
+    int const r = idx / (D / 4), c4 = (idx % (D / 4)) * 4;  // row of the block, 4 columns
+    if (rho0 + r >= rows_kv) continue;
+    int const rgi = r / 16, rr = r % 16;
+    float mm = kNegInf;
+#pragma unroll
+    for (int w = 0; w < Cfg::kKeyWarps; ++w) mm = fmaxf(mm, st[((w * Cfg::kRowWarps + rgi) * 16 + rr) * 2]);
+    float ll = 0.0f;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int w = 0; w < Cfg::kKeyWarps; ++w) {  // key warps in key order
+      int const slot = (w * Cfg::kRowWarps + rgi) * 16 + rr;
+      float const mw = st[slot * 2];
+      float const wt = mw == kNegInf ? 0.0f : fast_exp2(mw - mm);
+      ll += wt * st[slot * 2 + 1];
+      float4 const x = *reinterpret_cast<float4 const*>(cmb + slot * CP + c4);
+      acc.x += wt * x.x;
+      acc.y += wt * x.y;
+      acc.z += wt * x.z;
+      acc.w += wt * x.w;
+    }
+    int64_t const orow = row_base + rho0 + r;
+    if (gridDim.z == 1) {
+      float const inv = ll > 0.0f ? 1.0f / ll : 0.0f;
+      uint2 const packed = make_uint2(pack_half2<T>(acc.x * inv, acc.y * inv), pack_half2<T>(acc.z * inv, acc.w * inv));
+      *reinterpret_cast<uint2*>(a.out + orow * D + c4) = packed;
+    } else {
+      int64_t const slot = static_cast<int64_t>(blockIdx.z) * part.rows + orow;
+      *reinterpret_cast<float4*>(part.acc + slot * D + c4) = acc;
+      if (c4 == 0) {
+        part.ml[slot * 2] = mm;
+        part.ml[slot * 2 + 1] = ll;
+      }
+    }
+  }
+}
+
+}  // namespace tilefoundry::atoms::detail

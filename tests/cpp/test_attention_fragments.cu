@@ -1,0 +1,313 @@
+// Host-run checks of the attention tensor-core tier's fragment bookkeeping (attention_mma.cuh),
+// built with nvcc and run without a GPU. ldmatrix and mma.sync m16n8k16 are emulated from the
+// PTX ISA's tables, written out independently below; the kernel's own helpers (lane address
+// offsets, accumulator coordinates, P's A operand, the mask limits) drive them through the
+// kernel's loop structure, and the results must equal plain matrix products exactly (small
+// integers: every product and sum is exact in f32 and bf16).
+#include <tilefoundry/runtime/cuda/atoms/attention.cuh>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "check.h"
+
+using namespace tilefoundry::atoms;
+using namespace tilefoundry::atoms::detail;
+
+namespace {
+
+using Regs4 = uint32_t[32][4];
+
+uint16_t bits(bf16 x) { return x.raw(); }
+float value(uint16_t b) {
+  uint32_t const w = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &w, 4);
+  return f;
+}
+float half_of(uint32_t reg, int h) { return value(static_cast<uint16_t>(h ? reg >> 16 : reg & 0xffffu)); }
+
+/// A row-major 16-bit tile with `pitch` elements per row, as the kernel keeps it in smem.
+struct Tile {
+  int rows, cols, pitch;
+  std::vector<uint16_t> data;
+  Tile(int r, int c, int p, int seed) : rows(r), cols(c), pitch(p), data(static_cast<size_t>(r) * p, 0xffffu) {
+    for (int i = 0; i < r; ++i) {
+      for (int j = 0; j < c; ++j) data[i * p + j] = bits(bf16(static_cast<float>((i * 7 + j * 3 + seed) % 9 - 4)));
+    }
+  }
+  float at(int i, int j) const { return value(data[i * pitch + j]); }
+};
+
+/// ldmatrix.sync.m8n8.x4.b16 (PTX ISA): lane 8i + r gives the address of row r of matrix i;
+/// register i of lane L holds, plain, row L / 4 columns 2 (L % 4), +1 of matrix i; .trans,
+/// rows 2 (L % 4), +1 of column L / 4. Addresses are element offsets into `smem`.
+void ldmatrix(Regs4 out, std::vector<uint16_t> const& smem, int const (&addr)[32], bool trans) {
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int i = 0; i < 4; ++i) {
+      uint16_t lo, hi;
+      if (!trans) {
+        int const row = addr[8 * i + lane / 4];
+        lo = smem[row + 2 * (lane % 4)];
+        hi = smem[row + 2 * (lane % 4) + 1];
+      } else {
+        lo = smem[addr[8 * i + 2 * (lane % 4)] + lane / 4];
+        hi = smem[addr[8 * i + 2 * (lane % 4) + 1] + lane / 4];
+      }
+      out[lane][i] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+    }
+  }
+}
+
+/// mma.sync.m16n8k16.row.col (PTX ISA fragment tables), lane L, g = L / 4, t = L % 4:
+/// A reg j half h = A[g + 8 (j % 2)][2t + h + 8 (j / 2)]; B reg j half h = B[2t + h + 8j][g];
+/// C elem e = C[g + 8 (e / 2)][2t + e % 2].
+void mma(float (&c)[32][4], uint32_t const (&a)[32][4], uint32_t const (&b)[32][2]) {
+  float A[16][16], B[16][8];
+  for (int lane = 0; lane < 32; ++lane) {
+    int const g = lane / 4, t = lane % 4;
+    for (int j = 0; j < 4; ++j) {
+      for (int h = 0; h < 2; ++h) A[g + 8 * (j % 2)][2 * t + h + 8 * (j / 2)] = half_of(a[lane][j], h);
+    }
+    for (int j = 0; j < 2; ++j) {
+      for (int h = 0; h < 2; ++h) B[2 * t + h + 8 * j][g] = half_of(b[lane][j], h);
+    }
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    int const g = lane / 4, t = lane % 4;
+    for (int e = 0; e < 4; ++e) {
+      int const row = g + 8 * (e / 2), col = 2 * t + e % 2;
+      float sum = 0.0f;
+      for (int k = 0; k < 16; ++k) sum += A[row][k] * B[k][col];
+      c[lane][e] += sum;
+    }
+  }
+}
+
+void pick(uint32_t (&b)[32][2], Regs4 const& r, int first) {
+  for (int lane = 0; lane < 32; ++lane) {
+    b[lane][0] = r[lane][first];
+    b[lane][1] = r[lane][first + 1];
+  }
+}
+
+/// S = Q Kᵀ for one warp (rows rg · 16 ..) over a Keys-key slice, the kernel's loops and offsets.
+template <int D, int Keys>
+void check_scores(int rg) {
+  constexpr int P = D + 8;
+  Tile const q(16 * (rg + 1), D, P, 1), k(Keys, D, P, 2);
+  static Regs4 qf[D / 16];
+  for (int kk = 0; kk < D / 16; ++kk) {
+    int addr[32];
+    for (int lane = 0; lane < 32; ++lane) addr[lane] = rg * 16 * P + ldm_q_offset(lane, P) + kk * 16;
+    ldmatrix(qf[kk], q.data, addr, false);
+  }
+  static float sc[Keys / 8][32][4];
+  std::memset(sc, 0, sizeof(sc));
+  for (int kk = 0; kk < D / 16; ++kk) {
+    for (int jp = 0; jp < Keys / 16; ++jp) {
+      Regs4 kf;
+      int addr[32];
+      for (int lane = 0; lane < 32; ++lane) addr[lane] = ldm_k_offset(lane, P) + jp * 16 * P + kk * 16;
+      ldmatrix(kf, k.data, addr, false);
+      uint32_t b0[32][2], b1[32][2];
+      pick(b0, kf, 0);
+      pick(b1, kf, 2);
+      mma(sc[2 * jp], qf[kk], b0);
+      mma(sc[2 * jp + 1], qf[kk], b1);
+    }
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int j = 0; j < Keys / 8; ++j) {
+      for (int e = 0; e < 4; ++e) {
+        int const row = rg * 16 + acc_row(lane, e), key = 8 * j + acc_col(lane, e);
+        float ref = 0.0f;
+        for (int d = 0; d < D; ++d) ref += q.at(row, d) * k.at(key, d);
+        CHECK(sc[j][lane][e] == ref);
+      }
+    }
+  }
+}
+
+/// O = P V for one warp: P from score accumulators (p_operand), V through ldmatrix.trans.
+template <int D, int Keys>
+void check_values() {
+  constexpr int P = D + 8;
+  Tile const v(Keys, D, P, 3);
+  static float pt[16][Keys];
+  for (int r = 0; r < 16; ++r) {
+    for (int j = 0; j < Keys; ++j) pt[r][j] = static_cast<float>((r * 5 + j) % 7 - 3);
+  }
+  float sc[Keys / 8][32][4];
+  for (int j = 0; j < Keys / 8; ++j) {
+    for (int lane = 0; lane < 32; ++lane) {
+      for (int e = 0; e < 4; ++e) sc[j][lane][e] = pt[acc_row(lane, e)][8 * j + acc_col(lane, e)];
+    }
+  }
+  static float o[D / 8][32][4];
+  std::memset(o, 0, sizeof(o));
+  for (int kk = 0; kk < Keys / 16; ++kk) {
+    uint32_t pa[32][4];
+    for (int lane = 0; lane < 32; ++lane) {
+      float lo[4], hi[4];
+      for (int e = 0; e < 4; ++e) {
+        lo[e] = sc[2 * kk][lane][e];
+        hi[e] = sc[2 * kk + 1][lane][e];
+      }
+      p_operand<bf16>(pa[lane], lo, hi);
+    }
+    for (int np = 0; np < D / 16; ++np) {
+      Regs4 vf;
+      int addr[32];
+      for (int lane = 0; lane < 32; ++lane) addr[lane] = ldm_v_offset(lane, P) + kk * 16 * P + np * 16;
+      ldmatrix(vf, v.data, addr, true);
+      uint32_t b0[32][2], b1[32][2];
+      pick(b0, vf, 0);
+      pick(b1, vf, 2);
+      mma(o[2 * np], pa, b0);
+      mma(o[2 * np + 1], pa, b1);
+    }
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int n = 0; n < D / 8; ++n) {
+      for (int e = 0; e < 4; ++e) {
+        int const row = acc_row(lane, e), col = 8 * n + acc_col(lane, e);
+        float ref = 0.0f;
+        for (int j = 0; j < Keys; ++j) ref += pt[row][j] * v.at(j, col);
+        CHECK(o[n][lane][e] == ref);
+      }
+    }
+  }
+}
+
+void test_scores() {
+  check_scores<64, 64>(0);
+  check_scores<128, 64>(3);
+  check_scores<128, 16>(0);
+  check_scores<64, 16>(1);
+}
+
+void test_values() {
+  check_values<64, 64>();
+  check_values<128, 64>();
+  check_values<128, 16>();
+  check_values<64, 16>();
+}
+
+/// The mask keeps element (j, e) of lane L iff its key t0 + 8j + acc_col is below its row's
+/// limit; the kernel tests 8j + e % 2 >= vis - t0 - 2t.
+void test_mask_limits() {
+  for (int lane = 0; lane < 32; ++lane) {
+    int const t = lane % 4;
+    for (int t0 : {0, 64, 1000}) {
+      for (int vis : {0, 1, 63, 64, 65, 100, 1007, 1070}) {
+        int const lim = vis - t0 - 2 * t;
+        for (int j = 0; j < 8; ++j) {
+          for (int e = 0; e < 4; ++e) {
+            int const key = t0 + 8 * j + acc_col(lane, e);
+            CHECK((8 * j + e % 2 >= lim) == (key >= vis));
+          }
+        }
+      }
+    }
+  }
+  // The epilogue stores (o[n][2h], o[n][2h + 1]) as one float2 at row g + 8h, column 8n + 2t.
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int h = 0; h < 2; ++h) {
+      CHECK(acc_row(lane, 2 * h) == lane / 4 + 8 * h && acc_row(lane, 2 * h + 1) == lane / 4 + 8 * h);
+      CHECK(acc_col(lane, 2 * h) == 2 * (lane % 4) && acc_col(lane, 2 * h + 1) == 2 * (lane % 4) + 1);
+    }
+  }
+}
+
+/// Every 8-lane phase of an ldmatrix reads 8 rows of 16 bytes on 8 distinct 16-byte bank groups.
+template <int D>
+void check_banks() {
+  constexpr int P = D + 8;
+  for (int kind = 0; kind < 3; ++kind) {
+    for (int i = 0; i < 4; ++i) {
+      bool used[8] = {};
+      for (int r = 0; r < 8; ++r) {
+        int const lane = 8 * i + r;
+        int const off = kind == 0 ? ldm_q_offset(lane, P) : kind == 1 ? ldm_k_offset(lane, P) : ldm_v_offset(lane, P);
+        int const group = (off * 2 / 16) % 8;
+        CHECK(!used[group]);
+        used[group] = true;
+      }
+    }
+  }
+}
+
+/// The emulator against the layouts the previous kernels ran on a GPU (ldmatrix.x2: lanes 0-15):
+/// K as B via (8j + L % 8, 8 ((L / 8) % 2)), V as B via .trans (L % 16, 8n), as in gemm_sm80.cuh.
+void test_emulator_matches_gpu_tested_x2() {
+  constexpr int D = 64, P = D + 8;
+  Tile const q(16, D, P, 4), k(16, D, P, 5), v(16, D, P, 6);
+  for (int kk = 0; kk < D / 16; ++kk) {
+    Regs4 qf, kf, vf;
+    int qa[32], ka[32], va[32];
+    for (int lane = 0; lane < 32; ++lane) {
+      qa[lane] = ldm_q_offset(lane, P) + kk * 16;
+      ka[lane] = (lane % 8) * P + kk * 16 + ((lane / 8) % 2) * 8;  // n-tile 0, x2
+      va[lane] = (lane % 16) * P + kk * 8;                        // keys 0-15, n-tile kk, x2 .trans
+    }
+    ldmatrix(qf, q.data, qa, false);
+    ldmatrix(kf, k.data, ka, false);
+    ldmatrix(vf, v.data, va, true);
+    uint32_t kb[32][2], vb[32][2];
+    pick(kb, kf, 0);
+    pick(vb, vf, 0);
+    float s[32][4] = {}, o[32][4] = {};
+    mma(s, qf, kb);
+    mma(o, qf, vb);  // Q's 16 x 16 slice kk as the A of a product with V
+    for (int lane = 0; lane < 32; ++lane) {
+      for (int e = 0; e < 4; ++e) {
+        int const row = acc_row(lane, e), col = acc_col(lane, e);
+        float rs = 0.0f, ro = 0.0f;
+        for (int d = 0; d < 16; ++d) {
+          rs += q.at(row, kk * 16 + d) * k.at(col, kk * 16 + d);
+          ro += q.at(row, kk * 16 + d) * v.at(d, kk * 8 + col);
+        }
+        CHECK(s[lane][e] == rs);
+        CHECK(o[lane][e] == ro);
+      }
+    }
+  }
+}
+
+void test_bank_groups() {
+  check_banks<64>();
+  check_banks<128>();
+}
+
+/// Split-KV planning: enough chunks for the target CTAs, each a multiple of the step, none empty.
+void test_split_keys() {
+  // The decode benchmark: 8 (batch, kv head) CTAs, 264 wanted, 8192 keys in 64-key steps.
+  AttnPlan const p = split_keys(AttnTier::mma_keys, 8, 264, 8192, 64, 128, 1);
+  CHECK(p.splits == 32 && p.chunk == 256);
+  // Enough CTAs already, or too few keys: one split covering every key.
+  AttnPlan const full = split_keys(AttnTier::mma_rows, 4096, 132, 4096, 64, 128, 32);
+  CHECK(full.splits == 1 && full.chunk == 4096);
+  AttnPlan const short_ctx = split_keys(AttnTier::mma_keys, 8, 264, 200, 64, 128, 1);
+  CHECK(short_ctx.splits == 1 && short_ctx.chunk == 256);
+  for (int64_t skv : {300, 1000, 4097, 32768}) {
+    AttnPlan const q = split_keys(AttnTier::simt, 3, 264, skv, 32, 256, 1);
+    CHECK(q.chunk % 32 == 0 && q.chunk >= 256);
+    CHECK((q.splits - 1) * q.chunk < skv && q.splits * q.chunk >= skv);
+  }
+  CHECK(attention_partial_bytes(1, 100, 128) == 0);
+  CHECK(attention_partial_bytes(3, 5, 64) == 128 + 3 * 5 * 64 * 4);  // m, l block padded to 16 bytes
+}
+
+}  // namespace
+
+int main() {
+  tf_test::run_group("attention_emulator", test_emulator_matches_gpu_tested_x2);
+  tf_test::run_group("attention_scores", test_scores);
+  tf_test::run_group("attention_values", test_values);
+  tf_test::run_group("attention_mask_limits", test_mask_limits);
+  tf_test::run_group("attention_bank_groups", test_bank_groups);
+  tf_test::run_group("attention_split_keys", test_split_keys);
+  return tf_test::check_summary();
+}
