@@ -15,7 +15,8 @@
 //             4 rows per CTA on CUDA cores, 32-key tiles, lane j scores key j.
 // Split-KV: when the rows leave the device idle, blockIdx.z (simt: .y) takes one chunk of keys and
 // writes its partial (m, l, acc) (attention_args.cuh); attention_merge combines them in chunk
-// order, launched as a programmatic dependent (sm_90) so its launch overlaps the split kernel.
+// order. Every kernel here opens with pdl_begin() and goes through launch_kernel (launch.cuh), so
+// on sm_90 its launch overlaps the tail of the kernel before it (the merge: the split kernel).
 //
 // SIMT kernel. CTA: 4 warps = 4 query rows. Per 32-key tile, lane j scores key j (16-byte reads
 // of a padded K row), the warp updates its row's (m, l) with shuffles, and lanes own D / 32
@@ -34,6 +35,7 @@
 #include <tilefoundry/runtime/cuda/atoms/attention_args.cuh>
 #include <tilefoundry/runtime/cuda/atoms/attention_mma.cuh>
 #include <tilefoundry/runtime/cuda/atoms/gemm_sm80.cuh>
+#include <tilefoundry/runtime/cuda/atoms/launch.cuh>
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
 
 namespace tilefoundry::atoms {
@@ -83,12 +85,12 @@ __device__ inline void attn_load_tile(T* ks, T* vs, T const* k, T const* v, int6
 template <class T, class LenT, int D, int Stages>
 __global__ void __launch_bounds__(kAttnWarps * 32)
 attention_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int64_t chunk, int aligned) {
+  pdl_begin();
   using S = AttnShape<T, D>;
   extern __shared__ __align__(16) unsigned char attn_smem[];
   T* ks = reinterpret_cast<T*>(attn_smem);                                // (Stages, 32, KPitch)
   T* vs = ks + Stages * kAttnKeys * S::kKPitch;                           // (Stages, 32, D)
   float* qs = reinterpret_cast<float*>(vs + Stages * kAttnKeys * D);      // (4, D)
-  griddep_launch_dependents();
   int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int64_t const g = a.heads / a.kv_heads;
   int64_t const rows = g * a.sq;  // query rows sharing one kv head
@@ -198,8 +200,8 @@ attention_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int64_t chunk, int
 /// out = Σ_s acc_s 2^(m_s - M) / Σ_s l_s 2^(m_s - M), M = max_s m_s.
 template <class T, int D>
 __global__ void __launch_bounds__(128) attention_merge(AttnPartials part, T* __restrict__ out, int splits) {
+  pdl_begin();
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  griddep_wait();
   int64_t const row = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
   int const lane = threadIdx.x % 32;
   if (row >= part.rows) return;
@@ -237,7 +239,6 @@ __global__ void __launch_bounds__(128) attention_merge(AttnPartials part, T* __r
 inline constexpr int kAttnMaxDevices = 64;
 inline constexpr int64_t kAttnMinChunk = 256;       // simt: keys per split at least
 inline constexpr int64_t kFlashMinChunk = 128;      // tensor cores: keys per split at least
-inline constexpr int kFlashKeysRows = 16;           // g · Sq up to this takes the keys config
 inline constexpr int64_t kFlashMaxExtent = 1 << 30; // Sq, Skv: key and row indices stay int
 
 /// What the plan reads off the current device (cached per device).
@@ -318,7 +319,7 @@ inline AttnPlan attention_plan(AttentionArgs<T, LenT> const& a, int head_dim) {
   AttnDevice const dev = attn_device();
   int64_t const g = a.heads / a.kv_heads;
   if (flash_mma_fits(a, head_dim, dev)) {
-    bool const keys = g * a.sq <= kFlashKeysRows;
+    bool const keys = g * a.sq <= flash_facts(head_dim, true).rows;  // decode: one row tile holds them all
     FlashFacts const f = flash_facts(head_dim, keys);
     if (f.smem <= static_cast<size_t>(dev.smem_optin)) {
       int64_t const row_blocks = (g * a.sq + f.rows - 1) / f.rows;
@@ -356,27 +357,8 @@ inline cudaError_t flash_mma(AttentionArgs<T, LenT> const& a, AttnPartials part,
   if (err != cudaSuccess) return err;
   dim3 const grid(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(a.batch * a.kv_heads),
                   static_cast<unsigned>(plan.splits));
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(a, part, static_cast<int>(plan.chunk));
-  return cudaGetLastError();
-}
-
-/// The merge as a programmatic dependent of the split kernel where that is known to work: sm_90+
-/// and an explicit stream (torch's current stream, or the one a graph capture records).
-template <class T, int D>
-inline cudaError_t merge_partials(AttnPartials part, T* out, int splits, cudaStream_t stream) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>((part.rows + 3) / 4));
-  cfg.blockDim = dim3(128);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1] = {};
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  bool const plain = stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
-  bool const pdl = !plain && attn_device().major >= 9;
-  cfg.attrs = pdl ? attr : nullptr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, attention_merge<T, D>, part, out, splits);
+  return launch_kernel(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, a, part,
+                       static_cast<int>(plan.chunk));
 }
 
 }  // namespace detail
@@ -419,11 +401,12 @@ inline cudaError_t attention(AttentionArgs<T, LenT> const& a, void* workspace, c
     auto is16 = [](void const* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
     int const aligned = is16(a.q) && is16(a.k) && is16(a.v) ? 1 : 0;
     dim3 const grid(static_cast<unsigned>(a.batch * a.kv_heads * plan.row_blocks), static_cast<unsigned>(plan.splits));
-    kernel<<<grid, detail::kAttnWarps * 32, smem, stream>>>(a, part, plan.chunk, aligned);
-    err = cudaGetLastError();
+    err = launch_kernel(kernel, grid, dim3(detail::kAttnWarps * 32), smem, stream, a, part, plan.chunk, aligned);
   }
   if (err != cudaSuccess || plan.splits == 1) return err;
-  return detail::merge_partials<T, D>(part, a.out, plan.splits, stream);
+  // The merge launches while the split kernel runs and waits in pdl_begin() for its partials.
+  return launch_kernel(detail::attention_merge<T, D>, dim3(static_cast<unsigned>((rows + 3) / 4)), dim3(128), 0,
+                       stream, part, a.out, plan.splits);
 }
 
 }  // namespace tilefoundry::atoms

@@ -66,20 +66,6 @@ inline size_t attention_partial_bytes(int splits, int64_t rows, int head_dim) {
   return AttnPartials::ml_bytes(splits, rows) + static_cast<size_t>(splits) * rows * head_dim * sizeof(float);
 }
 
-// Programmatic dependent launch (sm_90): the split kernels let the merge kernel launch early; the
-// merge waits here until every split kernel has finished and its partials are visible.
-__device__ inline void griddep_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-
-__device__ inline void griddep_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-
 /// 2^x on the MUFU unit (ex2.approx.ftz: ~2 ulp, subnormal results flush to 0, 2^-inf = 0).
 __host__ __device__ inline float fast_exp2(float x) {
 #if defined(__CUDA_ARCH__)

@@ -31,6 +31,7 @@
 
 #include <tilefoundry/runtime/cuda/atoms/attention_args.cuh>
 #include <tilefoundry/runtime/cuda/atoms/gemm_sm80.cuh>
+#include <tilefoundry/runtime/cuda/atoms/launch.cuh>
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
 
 namespace tilefoundry::atoms::detail {
@@ -259,13 +260,13 @@ __device__ __forceinline__ void flash_slice(FlashWarpState<D>& w, T const* kt, T
 template <class T, class LenT, class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
+  pdl_begin();
   constexpr int D = Cfg::kD, P = Cfg::kPitch, CP = Cfg::kCPitch, Keys = Cfg::kKeys, Step = Cfg::kStepKeys;
   constexpr int Stages = Cfg::kStages, kChunks = D / 8;  // 16-byte chunks per row
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   extern __shared__ __align__(16) unsigned char flash_smem[];
   T* const qs = reinterpret_cast<T*>(flash_smem);  // (kRows, P)
   T* const kv = qs + Cfg::kRows * P;                // stage s: K (Step, P) then V (Step, P)
-  griddep_launch_dependents();
 
   int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int const rg = warp % Cfg::kRowWarps, kw = warp / Cfg::kRowWarps;
