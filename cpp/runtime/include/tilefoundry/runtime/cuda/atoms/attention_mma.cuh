@@ -17,7 +17,7 @@
 // (V by ldmatrix.x4.trans). Tiles no row of the warp can see are skipped.
 // Pipeline: K/V steps stream through Stages shared-memory stages with cp.async, Stages - 1 steps
 // ahead; one barrier per step (the stage refilled at step s was consumed at step s - 1).
-// Epilogue: each warp parks (O, m, l) in shared memory (over the drained stages); the CTA
+// Epilogue: each warp parks (O, m, l) in shared memory (over Q and the drained stages); the CTA
 // combines its key warps and writes either out (16-bit, 8-byte stores) or split-KV partials.
 // Grid: (row blocks, batch · Hkv, splits); causal launches each head's last (heaviest) row
 // block first.
@@ -150,8 +150,8 @@ struct FlashConfig {
   static constexpr size_t kQBytes = static_cast<size_t>(kRows) * kPitch * 2;
   static constexpr size_t kStageBytes = static_cast<size_t>(2) * kStepKeys * kPitch * 2;
   static constexpr size_t kSmemBytes = kQBytes + Stages * kStageBytes;
-  static_assert(static_cast<size_t>(kWarps) * 16 * (kCPitch + 2) * 4 <= Stages * kStageBytes,
-                "attention tensor-core tier: the epilogue's combine buffer must fit in the drained stages");
+  static_assert(static_cast<size_t>(kWarps) * 16 * (kCPitch + 2) * 4 <= kSmemBytes,
+                "attention tensor-core tier: the epilogue's combine buffer must fit in shared memory");
   static_assert((kRows * D / 4) % kThreads == 0, "attention tensor-core tier: the epilogue divides evenly over the threads");
 };
 
@@ -386,10 +386,11 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
     }
   }
 
-  // Epilogue: park each warp's (O, m, l) over the drained stages, then combine the key warps.
+  // Epilogue: park each warp's (O, m, l) in shared memory (Q went to registers, the stages are
+  // drained), then combine the key warps.
   cp_async_wait<0>();
   __syncthreads();
-  float* const cmb = reinterpret_cast<float*>(kv);      // (warps, 16, CP)
+  float* const cmb = reinterpret_cast<float*>(flash_smem);  // (warps, 16, CP)
   float* const st = cmb + Cfg::kWarps * 16 * CP;        // (warps, 16, 2): m, l
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
