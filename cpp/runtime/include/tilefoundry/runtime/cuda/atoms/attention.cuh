@@ -196,42 +196,55 @@ attention_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int64_t chunk, int
   }
 }
 
-/// Merges the split-KV partials of each row (a warp per row) in split order:
-/// out = Σ_s acc_s 2^(m_s - M) / Σ_s l_s 2^(m_s - M), M = max_s m_s.
+inline constexpr int kMergeWarps = 4;
+
+/// Merges the split-KV partials of one row per CTA: out = Σ_s acc_s 2^(m_s - M) / Σ_s l_s 2^(m_s - M),
+/// M = max_s m_s. Warp w sums a contiguous quarter of the splits in order, then the quarters are
+/// added in order: a fixed association in split order, every split's loads of a warp in flight
+/// together.
 template <class T, int D>
-__global__ void __launch_bounds__(128) attention_merge(AttnPartials part, T* __restrict__ out, int splits) {
+__global__ void __launch_bounds__(kMergeWarps * 32) attention_merge(AttnPartials part, T* __restrict__ out, int splits) {
   pdl_begin();
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  int64_t const row = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
-  int const lane = threadIdx.x % 32;
-  if (row >= part.rows) return;
+  __shared__ float red[kMergeWarps];
+  __shared__ float sums[kMergeWarps];
+  __shared__ float accs[kMergeWarps][D];
+  int64_t const row = blockIdx.x;
+  int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float mx = kNegInf;
-  for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, part.ml[(s * part.rows + row) * 2]);
+  for (int s = threadIdx.x; s < splits; s += kMergeWarps * 32) mx = fmaxf(mx, part.ml[(s * part.rows + row) * 2]);
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  float l = 0.0f;  // this lane's share of Σ_s l_s w_s
+  if (lane == 0) red[warp] = mx;
+  __syncthreads();
+#pragma unroll
+  for (int w = 0; w < kMergeWarps; ++w) mx = fmaxf(mx, red[w]);
+  int const per = (splits + kMergeWarps - 1) / kMergeWarps;
+  int const first = warp * per, last = first + per < splits ? first + per : splits;
+  float l = 0.0f;
   float acc[D / 32] = {};
-  for (int s0 = 0; s0 < splits; s0 += 32) {
-    int const s = s0 + lane;
-    float w = 0.0f;
-    if (s < splits) {
-      float const ms = part.ml[(s * part.rows + row) * 2];
-      w = ms == kNegInf ? 0.0f : fast_exp2(ms - mx);
-      l += w * part.ml[(s * part.rows + row) * 2 + 1];
-    }
-    int const n = splits - s0 < 32 ? splits - s0 : 32;
 #pragma unroll 8
-    for (int j = 0; j < n; ++j) {
-      float const wj = __shfl_sync(0xffffffffu, w, j);
-      float const* x = part.acc + ((s0 + j) * part.rows + row) * D;
+  for (int s = first; s < last; ++s) {
+    float const* ml = part.ml + (s * part.rows + row) * 2;
+    float const* x = part.acc + (s * part.rows + row) * D;
+    float const w = ml[0] == kNegInf ? 0.0f : fast_exp2(ml[0] - mx);
+    l += w * ml[1];
 #pragma unroll
-      for (int q = 0; q < D / 32; ++q) acc[q] += wj * x[lane + 32 * q];
-    }
+    for (int q = 0; q < D / 32; ++q) acc[q] += w * x[lane + 32 * q];
   }
+  if (lane == 0) sums[warp] = l;
 #pragma unroll
-  for (int o = 16; o > 0; o /= 2) l += __shfl_xor_sync(0xffffffffu, l, o);
+  for (int q = 0; q < D / 32; ++q) accs[warp][lane + 32 * q] = acc[q];
+  __syncthreads();
+  float total = 0.0f;
 #pragma unroll
-  for (int q = 0; q < D / 32; ++q) out[row * D + lane + 32 * q] = cast<T>(l > 0.0f ? acc[q] / l : 0.0f);
+  for (int w = 0; w < kMergeWarps; ++w) total += sums[w];
+  for (int c = threadIdx.x; c < D; c += kMergeWarps * 32) {
+    float a = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kMergeWarps; ++w) a += accs[w][c];
+    out[row * D + c] = cast<T>(total > 0.0f ? a / total : 0.0f);
+  }
 }
 
 // ---------------------------------------------------------------- the plan
@@ -405,8 +418,8 @@ inline cudaError_t attention(AttentionArgs<T, LenT> const& a, void* workspace, c
   }
   if (err != cudaSuccess || plan.splits == 1) return err;
   // The merge launches while the split kernel runs and waits in pdl_begin() for its partials.
-  return launch_kernel(detail::attention_merge<T, D>, dim3(static_cast<unsigned>((rows + 3) / 4)), dim3(128), 0,
-                       stream, part, a.out, plan.splits);
+  return launch_kernel(detail::attention_merge<T, D>, dim3(static_cast<unsigned>(rows)),
+                       dim3(detail::kMergeWarps * 32), 0, stream, part, a.out, plan.splits);
 }
 
 }  // namespace tilefoundry::atoms
