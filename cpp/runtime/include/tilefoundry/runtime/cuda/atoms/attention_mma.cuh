@@ -325,6 +325,14 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
     T* const ks = kv + stage * 2 * Step * P + r0 * P + col0;
     T const* const kp = kg + static_cast<int64_t>(key0 + r0) * D + col0;
     T const* const vp = vg + static_cast<int64_t>(key0 + r0) * D + col0;
+    if (key0 + Step <= k_end) {  // every step but a range's last: no predicates
+#pragma unroll
+      for (int i = 0; i < Step / kRowStride; ++i) {
+        cp_async_16(ks + i * kRowStride * P, kp + i * kRowStride * D, true);
+        cp_async_16(ks + (Step + i * kRowStride) * P, vp + i * kRowStride * D, true);
+      }
+      return;
+    }
     int const valid = k_end - key0 - r0;  // keys past the range read as 0 (and are masked)
 #pragma unroll
     for (int i = 0; i < Step / kRowStride; ++i) {
@@ -369,15 +377,17 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
     }
   }
 
+  int stage = 0;  // step s reads stage s % Stages; step s + Stages - 1 refills the one before it
   for (int s = 0; s < n_steps; ++s) {
     cp_async_wait<Stages - 2>();  // step s has landed (this thread's copies) ...
     __syncthreads();              // ... everyone's, and step s - 1's stage is free
-    if (s + Stages - 1 < n_steps) load_step((s + Stages - 1) % Stages, k_begin + (s + Stages - 1) * Step);
+    if (s + Stages - 1 < n_steps) load_step(stage == 0 ? Stages - 1 : stage - 1, k_begin + (s + Stages - 1) * Step);
     cp_async_commit();
+    T const* const kt = kv + stage * 2 * Step * P + kw * Keys * P;
+    T const* const vt = kt + Step * P;
+    stage = stage + 1 == Stages ? 0 : stage + 1;
     int const t0 = k_begin + s * Step + kw * Keys;  // this warp's first key
     if (t0 >= wmax) continue;                      // no row of the warp sees any of its keys
-    T const* const kt = kv + (s % Stages) * 2 * Step * P + kw * Keys * P;
-    T const* const vt = kt + Step * P;
     if (t0 + Keys > wmin) {  // some row of the warp stops inside this slice
       // element (j, e) is key t0 + 8j + 2t + e % 2 of row g + 8 (e / 2)
       flash_slice<true, T, D, Keys, P>(w, kt, vt, k_off, v_off, sl2, vis[0] - t0 - 2 * t, vis[1] - t0 - 2 * t);
