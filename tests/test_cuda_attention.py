@@ -100,18 +100,18 @@ def reference(
     scale: float | None,
     kv_len: torch.Tensor | None,
 ) -> torch.Tensor:
-    """sdpa on f32 copies with the atom's masks; rows that see no key are 0."""
+    """sdpa on f32 CPU copies (torch's math kernel) with the atom's masks; rows that see no key are 0."""
     b, hq, sq, d = q.shape
     hkv, skv = k.shape[1], k.shape[2]
-    kf = k.float().repeat_interleave(hq // hkv, dim=1)
-    vf = v.float().repeat_interleave(hq // hkv, dim=1)
-    lens = torch.full((b,), skv, device=q.device) if kv_len is None else kv_len.long().expand(b)
+    kf = k.float().cpu().repeat_interleave(hq // hkv, dim=1)
+    vf = v.float().cpu().repeat_interleave(hq // hkv, dim=1)
+    lens = torch.full((b,), skv) if kv_len is None else kv_len.cpu().long().expand(b)
     limit = lens.view(b, 1, 1)
     if causal:
-        limit = torch.minimum(limit, torch.arange(sq, device=q.device).view(1, sq, 1) + limit - sq + 1)
-    mask = torch.arange(skv, device=q.device).view(1, 1, skv) < limit  # (B, Sq, Skv)
+        limit = torch.minimum(limit, torch.arange(sq).view(1, sq, 1) + limit - sq + 1)
+    mask = torch.arange(skv).view(1, 1, skv) < limit  # (B, Sq, Skv)
     scale = 1 / math.sqrt(d) if scale is None else scale
-    out = F.scaled_dot_product_attention(q.float(), kf, vf, attn_mask=mask[:, None], scale=scale)
+    out = F.scaled_dot_product_attention(q.float().cpu(), kf, vf, attn_mask=mask[:, None], scale=scale)
     return torch.where(mask.any(-1)[:, None, :, None], out, 0.0)
 
 
@@ -161,7 +161,7 @@ def _run_and_check(f, name: str, args: tuple[torch.Tensor, ...], where: str) -> 
         tol = TOLERANCE[q.dtype]
         what = f"{fn.name} output {i} {where}"
         torch.testing.assert_close(
-            outs[i].float(), ref, atol=tol, rtol=tol, msg=lambda m, what=what: f"{what}: {m}"
+            outs[i].float().cpu(), ref, atol=tol, rtol=tol, msg=lambda m, what=what: f"{what}: {m}"
         )
 
 
@@ -222,4 +222,4 @@ def test_split_kv_merge_replays_in_a_cuda_graph_on_gpu(linked, name: str, sq: in
     for out, (causal, scale, masked) in zip(outs, OUTPUTS[name], strict=True):
         ref = reference(q, k, v, causal=causal, scale=scale, kv_len=kv[0] if masked else None)
         tol = TOLERANCE[q.dtype]
-        torch.testing.assert_close(out.float(), ref, atol=tol, rtol=tol)
+        torch.testing.assert_close(out.float().cpu(), ref, atol=tol, rtol=tol)
