@@ -27,13 +27,17 @@ from tilefoundry.ir.target import get_target
 Q = DimVar("q", 1, 400)
 K = DimVar("k", 1, 3001)
 
-# (Sq, Skv): decode rows over short and long caches, ragged prefill, Sq > Skv (causal rows that
-# see nothing), chunked prefill over a long cache (the rows config split across CTAs).
+# (Sq, Skv): decode rows over short and long caches, a few query tokens (g · Sq <= 16 still takes
+# the keys config, with causal rows of several heads in one tile), ragged prefill, Sq > Skv
+# (causal rows that see nothing), chunked prefill over a long cache (the rows config split).
 SIZES = [
     (1, 1),
     (1, 17),
     (1, 333),
     (1, 2048),
+    (4, 100),
+    (8, 2048),
+    (16, 64),
     (17, 17),
     (17, 100),
     (100, 100),
