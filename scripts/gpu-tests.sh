@@ -11,7 +11,13 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 export CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
-python3 -m pytest -m gpu -p no:cacheprovider -rfE "$@" packages tests 2>&1 | tee /tmp/tilefoundry-gpu-tests.log
+# With pytest-xdist (carried by gpu-wheels.sh) one worker per test file: the files' nvcc builds
+# run in parallel, and each module-scoped build still happens once.
+parallel=()
+if python3 -c "import xdist" 2>/dev/null; then
+  parallel=(-n "${TILEFOUNDRY_GPU_JOBS:-8}" --dist loadfile)
+fi
+python3 -m pytest -m gpu -p no:cacheprovider -rfE "${parallel[@]}" "$@" packages tests 2>&1 | tee /tmp/tilefoundry-gpu-tests.log
 status=${PIPESTATUS[0]}
 echo "gpu suite: $(tail -n 1 /tmp/tilefoundry-gpu-tests.log) (exit $status) on $(date -u +%F)"
 exit "$status"

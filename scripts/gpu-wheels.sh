@@ -17,6 +17,9 @@ else
       -d .whl "$p"
   done
 fi
+# pytest-xdist: scripts/gpu-tests.sh runs the suite across processes, so the nvcc builds of its
+# modules run in parallel on the GPU machine's cores.
+python3 -m pip download -q --no-deps --only-binary=:all: -d .whl pytest-xdist execnet
 rm -f .whl/tilefoundry*.whl
 uv build -q --all-packages --wheel -o .whl
 ls .whl

@@ -40,6 +40,11 @@ BASE_FLAGS = (
     "-DTILEFOUNDRY_TARGET_CUDA",
     "-Xcompiler",
     "-fPIC",
+    # Only the tvm-ffi entries are exported: the runtime's host helpers keep per-module caches
+    # (what the module's code was built for), which must not be shared with, or interposed by,
+    # another loaded module built for another arch.
+    "-Xcompiler",
+    "-fvisibility=hidden",
     # CUTLASS and CuTe are third-party headers: their warnings are not the generated code's.
     "-w",
 )
