@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+import pytest
 import torch
 
 from tilefoundry.check import allclose, check, equal
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, i32, i64, tf
 from tilefoundry.ir.hir import Function
+from tilefoundry.ir.target import get_target
 from tilefoundry.runtime.loader import CompiledFunction, LinkedModule, load_linked_module
 
 T = DimVar("T", 1, 33)
@@ -196,3 +198,9 @@ def check_compiled(
         ref = fn(*args)
         report = check(body, fn, args, expect=expect(ref, tolerance))
         assert report.passed, f"{fn.name} at T={n}:\n{report}"
+
+
+def require_nvcc() -> None:
+    """Skip the calling test or fixture when the cuda target cannot compile here, saying why."""
+    if not get_target("cuda").availability.can_compile:
+        pytest.skip("cuda cannot compile here: " + "; ".join(get_target("cuda").availability.reasons))

@@ -15,6 +15,8 @@ misaligned 16-bit q takes the SIMT tier.
 from __future__ import annotations
 
 import math
+import os
+import sys
 
 import pytest
 import torch
@@ -22,7 +24,9 @@ import torch.nn.functional as F
 
 import tilefoundry
 from tilefoundry.dsl import DimVar, Tensor, bf16, f16, func, i32, i64, module, tf
-from tilefoundry.ir.target import get_target
+
+sys.path.insert(0, os.path.dirname(__file__))
+import catalogue_programs as cat
 
 Q = DimVar("q", 1, 400)
 K = DimVar("k", 1, 3001)
@@ -134,15 +138,10 @@ def make_inputs(name: str, sq: int, skv: int, gen: torch.Generator) -> tuple[tor
     return tuple(out)
 
 
-def _require_nvcc() -> None:
-    if not get_target("cuda").availability.can_compile:
-        pytest.skip("cuda cannot compile here: " + "; ".join(get_target("cuda").availability.reasons))
-
-
 @pytest.fixture(scope="module")
 def linked(tmp_path_factory: pytest.TempPathFactory):
     """Every case, compiled once for cuda."""
-    _require_nvcc()
+    cat.require_nvcc()
     mp = pytest.MonkeyPatch()
     mp.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path_factory.mktemp("tilefoundry-attention-cache")))
     yield tilefoundry.compile(Cases, target="cuda")

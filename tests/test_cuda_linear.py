@@ -9,6 +9,9 @@ default build, mma.sync and skinny in an sm_80 build, SIMT for K off 8 and for f
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 import torch
 
@@ -18,6 +21,9 @@ from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, module
 from tilefoundry.ir.pipeline import schedule_function
 from tilefoundry.ir.target import get_target
 from tilefoundry.runtime.loader import CompiledFunction, load_linked_module
+
+sys.path.insert(0, os.path.dirname(__file__))
+import catalogue_programs as cat
 
 M = DimVar("M", 1, 4097)
 
@@ -50,15 +56,10 @@ def _build_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     mp.undo()
 
 
-def _require_nvcc() -> None:
-    if not get_target("cuda").availability.can_compile:
-        pytest.skip("cuda cannot compile here: " + "; ".join(get_target("cuda").availability.reasons))
-
-
 @pytest.fixture(scope="module")
 def linked():
     """`Linears` compiled once for cuda (the GPU's arch, else sm_90a)."""
-    _require_nvcc()
+    cat.require_nvcc()
     return tilefoundry.compile(Linears, target="cuda")
 
 

@@ -18,7 +18,6 @@ import torch
 import tilefoundry
 from tilefoundry.check import check
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f16, f32, func, i32, i64, module, tf
-from tilefoundry.ir.target import get_target
 
 sys.path.insert(0, os.path.dirname(__file__))
 import catalogue_programs as cat
@@ -95,15 +94,10 @@ class Ops:
         return tf.attention(q, kc, vc, causal=True, kv_len=lens)
 
 
-def _require_nvcc() -> None:
-    if not get_target("cuda").availability.can_compile:
-        pytest.skip("cuda cannot compile here: " + "; ".join(get_target("cuda").availability.reasons))
-
-
 @pytest.fixture(scope="module")
 def linked():
     """Every op of `Ops`, compiled once for cuda."""
-    _require_nvcc()
+    cat.require_nvcc()
     return tilefoundry.compile(Ops, target="cuda")
 
 
