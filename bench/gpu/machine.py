@@ -63,7 +63,13 @@ def _version(dist: str) -> str:
 
 def probe_machine(device: torch.device) -> Machine:
     """Read the device, its driver and the software versions."""
-    commit = _command(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]) or "unknown"
+    # A snapshot copied to the GPU machine has no .git of its own (git would answer for whatever
+    # checkout encloses it): the caller names the commit in TILEFOUNDRY_COMMIT.
+    commit = (
+        os.environ.get("TILEFOUNDRY_COMMIT")
+        or _command(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
+        or "unknown"
+    )
     common = {
         "torch": torch.__version__,
         "tilefoundry": _version("tilefoundry"),
