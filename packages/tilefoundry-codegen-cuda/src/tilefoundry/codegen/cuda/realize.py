@@ -8,7 +8,8 @@ wins, and every refusal is recorded with its reason (`Kernel.decisions`, printed
                instance running its local block of the instance loops              -> placed.py
     atom       the body is an AtomCall (a proved whole region, e.g. a GEMM)      -> atoms.py
     attention  the body is exactly the attention nest over buffers (attention.py): the
-               flash atom, its K/V stages sized against the catalog's shared memory
+               flash atom (its CUDA-core tier's K/V stages sized against the catalog's shared
+               memory; 16-bit head dims 64/128 also have the tensor-core tier, picked per call)
     check      data-dependent index validation: one thread per checked element
     rows       instance body with a loop the lanes can share (a parallel loop, or a
                reduction that may be reassociated): a warp per instance when the
@@ -217,10 +218,12 @@ def _attention(r: Realizer) -> list[Realization] | str | None:
     call = atom_call(region, r.k.body)
     call.params["stages"] = Const(stages)
     prefetch = (
-        "two-window K/V prefetch (2 stages in shared memory)"
+        "CUDA-core tier: two-window K/V prefetch (2 stages in shared memory)"
         if stages == 2
-        else "one K/V stage: two do not fit shared memory, loads stay ordered"
+        else "CUDA-core tier: one K/V stage: two do not fit shared memory, loads stay ordered"
     )
+    if region.q.dtype.bits == 16 and region.head_dim in (64, 128):
+        prefetch += "; aligned calls take the tensor-core tier (attention_mma.cuh), configured per call"
     note = (
         f"cuda: atom {call.atom}: attention region proved (q, k, v, out compact in memory, "
         f"{'causal' if region.causal else 'full'}, {'kv_len' if region.kv_len else 'all keys'}); {prefetch}"
