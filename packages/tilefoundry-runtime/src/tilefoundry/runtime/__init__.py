@@ -28,6 +28,8 @@ _EXPORTS = {
     "SafetensorsResource": "tilefoundry.runtime.resource",
     "Absolute": "tilefoundry.runtime.resource",
     "Preprocessed": "tilefoundry.runtime.resource",
+    "autotune": "tilefoundry.runtime.autotuning",
+    "Autotuned": "tilefoundry.runtime.autotuning",
 }
 
 __all__ = sorted([*_EXPORTS, "generate"])

@@ -19,6 +19,15 @@
 #include <cutlass/gemm/dispatch_policy.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
+// The CTA tile (M x N, K step 64): a compile option of the module (`gemm_tile`), a knob for the
+// autotuner; the cooperative schedule splits M across two consumer warpgroups (M >= 128).
+#ifndef TILEFOUNDRY_SM90_TILE_M
+#define TILEFOUNDRY_SM90_TILE_M 128
+#endif
+#ifndef TILEFOUNDRY_SM90_TILE_N
+#define TILEFOUNDRY_SM90_TILE_N 128
+#endif
+
 namespace tilefoundry::atoms::detail {
 
 /// The (rows, cols, batch) strides of a compact operand in the collective's stride type, whose
@@ -41,7 +50,7 @@ struct Sm90Gemm {
   using Layout = cutlass::layout::RowMajor;
   using LayoutB = cute::conditional_t<BKMajor, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
   static constexpr int kAlignment = 8;  // elements per 16 bytes: TMA strides and bases
-  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
+  using TileShape = cute::Shape<cute::Int<TILEFOUNDRY_SM90_TILE_M>, cute::Int<TILEFOUNDRY_SM90_TILE_N>, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
 
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
