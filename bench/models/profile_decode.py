@@ -48,8 +48,9 @@ def main() -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         ckpt = write_checkpoint(args.out, 28)
     t0 = time.perf_counter()
+    print(f"opening {ckpt} on cuda (compile + load) ...", flush=True)
     opened = open_model(ckpt, target="cuda", context=args.context)
-    print(f"open_model (compile + load): {time.perf_counter() - t0:.1f} s")
+    print(f"open_model (compile + load): {time.perf_counter() - t0:.1f} s", flush=True)
     ids = torch.arange(16, device="cuda")
     generate(opened.model, ids, max_new_tokens=4, cuda_graph=False)  # warm-up
     steps = args.steps
