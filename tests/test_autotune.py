@@ -87,6 +87,23 @@ def test_a_new_shape_bucket_is_tuned_again() -> None:
     assert sorted(results) == ["(128,64)", "(4,64)"]
 
 
+def test_a_module_of_several_functions_is_refused_naming_them() -> None:
+    """One tuned function at a time: a Module holding two is refused before anything is built."""
+    from tilefoundry.dsl import module
+
+    @module
+    class Two:
+        scaled_softmax = scaled_softmax
+
+        @func
+        def shifted(x: Tensor[(T, 64), f32]):
+            return x + 1.0
+
+    message = r"autotune: tunes one function; module Two has 2 \(scaled_softmax, shifted\)"
+    with pytest.raises(TypeError, match=message):
+        autotune(Two, target="cpu", space=SPACE)
+
+
 def test_an_empty_or_fixed_option_is_refused_by_name() -> None:
     """An option with no values, or one both fixed and tuned, fails before anything is built."""
     with pytest.raises(ValueError, match=r"autotune: option 'vectorize' has no values to try"):
@@ -115,3 +132,14 @@ def test_the_sm90_gemm_tiles_agree_and_one_is_chosen_on_gpu() -> None:
     record = json.loads(tuned.cache_file(device_label((x, w))).read_text())[shape_bucket((x, w))]
     assert [t.get("rejected") for t in record["tried"]] == [None, None, None]
     assert record["options"]["gemm_tile"] in GEMM_TILES
+
+
+def test_outputs_passed_in_take_no_part_in_tuning() -> None:
+    """Called with its output too (pre-alloc), tuning still runs each configuration on fresh outputs."""
+    tuned = autotune(scaled_softmax, target="cpu", space=SPACE)
+    x = _x(6, 8)
+    out = torch.full((6, 64), float("nan"))
+    assert tuned(x, out) is out
+    torch.testing.assert_close(out, scaled_softmax(x), rtol=1e-5, atol=1e-5)
+    record = json.loads(tuned.cache_file(device_label((x,))).read_text())
+    assert list(record) == [shape_bucket((x,))]

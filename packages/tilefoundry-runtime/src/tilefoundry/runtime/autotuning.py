@@ -163,6 +163,13 @@ class Autotuned:
         options: Mapping[str, Any] | None = None,
     ) -> None:
         self.mod = _as_module(fn, "autotune")
+        if len(self.mod.functions) != 1:
+            raise TypeError(
+                f"autotune: tunes one function; module {self.mod.name} has "
+                f"{len(self.mod.functions)} ({', '.join(self.mod.functions) or 'none'})"
+            )
+        # Tuning runs on the inputs alone, so each configuration writes outputs of its own.
+        self.inputs = len(next(iter(self.mod.functions.values())).params)
         self.target = target
         self.options = dict(options or {})
         self.space = {name: list(values) for name, values in space.items()}
@@ -183,10 +190,15 @@ class Autotuned:
         return self._compiled(self.choice(*args))(*args)
 
     def choice(self, *args: Any) -> dict[str, Any]:
-        """The tuned options for these inputs' shape bucket (tuning the bucket when it is new)."""
-        device, bucket = device_label(args), shape_bucket(args)
+        """The tuned options for these inputs' shape bucket (tuning the bucket when it is new).
+
+        `args` are the inputs, optionally followed by the outputs (as in a call); only the
+        inputs count.
+        """
+        inputs = args[: self.inputs]
+        device, bucket = device_label(inputs), shape_bucket(inputs)
         if (device, bucket) not in self._chosen:
-            record = self._read(device).get(bucket) or self._tune(device, bucket, args)
+            record = self._read(device).get(bucket) or self._tune(device, bucket, inputs)
             self._chosen[(device, bucket)] = record["options"]
         return dict(self._chosen[(device, bucket)])
 
@@ -247,6 +259,6 @@ def autotune(
 
     Raises:
         ValueError: an option with no values, or one both fixed in `options` and tuned.
-        TypeError: `fn` is not a @func Function or a Module with one entry.
+        TypeError: `fn` is not a @func Function, or a Module holding other than one function.
     """
     return Autotuned(fn, target=target, space=space, options=options)
