@@ -22,12 +22,7 @@ needs_atom = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _build_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path_factory.mktemp("tilefoundry-cache")))
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("fresh_build_cache")
 
 
 @module

@@ -22,12 +22,7 @@ import catalogue_programs as cat
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 2e-2}
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _build_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path_factory.mktemp("tilefoundry-cache")))
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("fresh_build_cache")
 
 
 @module

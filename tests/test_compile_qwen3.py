@@ -17,13 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "examples"
 import qwen3_layer as q3
 from test_qwen3_layer import rotary, weights
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _build_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path_factory.mktemp("tilefoundry-cache")))
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("fresh_build_cache")
 
 
 @pytest.mark.parametrize("seq", [1, 7, 64])

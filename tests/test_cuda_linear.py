@@ -48,12 +48,7 @@ class Linears:
 LINEAR = Linears.functions["linear"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _build_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path_factory.mktemp("tilefoundry-linear-cache")))
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("fresh_build_cache")
 
 
 @pytest.fixture(scope="module")

@@ -28,12 +28,7 @@ P = DimVar("P", 1, 300)  # prefill length: several 32-key tiles with a ragged ta
 S = DimVar("S", 1, 2049)  # decode cache length: long enough to split the keys across CTAs
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _build_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path_factory.mktemp("tilefoundry-cuda-cache")))
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("fresh_build_cache")
 
 
 @module
