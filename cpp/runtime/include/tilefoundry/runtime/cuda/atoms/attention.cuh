@@ -34,6 +34,7 @@
 
 #include <tilefoundry/runtime/cuda/atoms/attention_args.cuh>
 #include <tilefoundry/runtime/cuda/atoms/attention_mma.cuh>
+#include <tilefoundry/runtime/cuda/atoms/device_facts.cuh>
 #include <tilefoundry/runtime/cuda/atoms/gemm_sm80.cuh>
 #include <tilefoundry/runtime/cuda/atoms/launch.cuh>
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
@@ -249,33 +250,9 @@ __global__ void __launch_bounds__(kMergeWarps * 32) attention_merge(AttnPartials
 
 // ---------------------------------------------------------------- the plan
 
-inline constexpr int kAttnMaxDevices = 64;
 inline constexpr int64_t kAttnMinChunk = 256;       // simt: keys per split at least
 inline constexpr int64_t kFlashMinChunk = 128;      // tensor cores: keys per split at least
 inline constexpr int64_t kFlashMaxExtent = 1 << 30; // Sq, Skv: key and row indices stay int
-
-/// What the plan reads off the current device (cached per device).
-struct AttnDevice {
-  int sms;         ///< multiprocessors
-  int smem_optin;  ///< shared memory a block may opt into, bytes
-  int major;       ///< compute capability major
-};
-
-inline AttnDevice attn_device() {
-  static std::atomic<int> cache[kAttnMaxDevices][3];  // 0: not read yet
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kAttnMaxDevices) return {1, 0, 0};
-  if (cache[dev][0].load() == 0) {
-    int sms = 0, smem = 0, major = 0;
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    cache[dev][1].store(smem);
-    cache[dev][2].store(major);
-    cache[dev][0].store(sms > 0 ? sms : 1);
-  }
-  return {cache[dev][0].load(), cache[dev][1].load(), cache[dev][2].load()};
-}
 
 enum class AttnTier { simt, mma_rows, mma_keys };
 
@@ -300,7 +277,7 @@ inline AttnPlan split_keys(AttnTier tier, int64_t ctas, int64_t target, int64_t 
 }
 
 template <class T, class LenT>
-inline bool flash_mma_fits(AttentionArgs<T, LenT> const& a, int head_dim, AttnDevice const& dev) {
+inline bool flash_mma_fits(AttentionArgs<T, LenT> const& a, int head_dim, DeviceFacts const& dev) {
   auto is16 = [](void const* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   if constexpr (is_half_v<T>) {
     return (head_dim == 64 || head_dim == 128) && dev.major >= 8 && is16(a.q) && is16(a.k) && is16(a.v) &&
@@ -329,7 +306,7 @@ inline FlashFacts flash_facts(int head_dim, bool keys) {
 /// The tier and split of a call on the current device; attention() and the workspace size agree.
 template <class T, class LenT>
 inline AttnPlan attention_plan(AttentionArgs<T, LenT> const& a, int head_dim) {
-  AttnDevice const dev = attn_device();
+  DeviceFacts const dev = device_facts();
   int64_t const g = a.heads / a.kv_heads;
   if (flash_mma_fits(a, head_dim, dev)) {
     bool const keys = g * a.sq <= flash_facts(head_dim, true).rows;  // decode: one row tile holds them all

@@ -21,6 +21,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <tilefoundry/runtime/cuda/atoms/device_facts.cuh>
 #include <tilefoundry/runtime/cuda/atoms/gemm_simt.cuh>
 #include <tilefoundry/runtime/cuda/atoms/gemm_skinny.cuh>
 #include <tilefoundry/runtime/cuda/atoms/gemm_sm80.cuh>
@@ -39,15 +40,6 @@ namespace detail {
 
 inline bool aligned_16(void const* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-/// Compute capability major of the current device (cached per device).
-inline int device_major() {
-  static int majors[64] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 0;
-  if (majors[device] == 0) cudaDeviceGetAttribute(&majors[device], cudaDevAttrComputeCapabilityMajor, device);
-  return majors[device];
-}
-
 }  // namespace detail
 
 template <GemmLayout L = GemmLayout::rrr, class T>
@@ -58,7 +50,7 @@ inline GemmTier gemm_tier(T const* A, T const* B, T* C, int64_t batch, int64_t M
   if constexpr (is_half_v<T>) {
     bool const aligned = detail::aligned_16(A) && detail::aligned_16(B) && detail::aligned_16(C);
 #if defined(TILEFOUNDRY_CUDA_GEMM_SM90)
-    if (M > detail::kSkinnyMaxM && detail::device_major() == 9 &&
+    if (M > detail::kSkinnyMaxM && detail::device_facts().major == 9 &&
         detail::sm90_gemm_fits<T, kBKMajor>(A, B, C, batch, M, N, K)) {
       return GemmTier::sm90;
     }

@@ -20,6 +20,7 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime_api.h>
 
+#include <tilefoundry/runtime/cuda/atoms/device_facts.cuh>
 #include <tilefoundry/runtime/cuda/atoms/launch.cuh>
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
 #include <tilefoundry/runtime/cuda/atoms/vector_access.cuh>
@@ -46,12 +47,6 @@ __device__ inline void load_stream(T const* __restrict__ src, T (&out)[8]) {
 }
 
 enum class SkinnyReduce { direct, cluster, workspace };
-
-/// Device facts the split choice reads, cached per device.
-struct SkinnyDevice {
-  int sms = 0;
-  bool clusters = false;
-};
 
 template <class T, int MT, int Cols, SkinnyReduce R>
 __global__ void __launch_bounds__(kSkinnyThreads)
@@ -215,25 +210,6 @@ gemm_skinny_nk(T const* __restrict__ A, T const* __restrict__ B, T* __restrict__
 
 // ---------------------------------------------------------------- host side
 
-inline SkinnyDevice skinny_device() {
-  static SkinnyDevice facts[64] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return {};
-  if (facts[device].sms == 0) {
-    int sms = 0;
-    int major = 0;
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    cudaFuncAttributes attr{};
-    // The cluster form needs this module's code compiled for sm_90, not just a Hopper device: an
-    // sm_80 build JIT-compiled from its PTX runs there with the cluster branch compiled out.
-    bool const built = cudaFuncGetAttributes(&attr, gemm_skinny_kn<bf16, 1, 64, SkinnyReduce::cluster>) ==
-                       cudaSuccess && attr.ptxVersion >= 90 && attr.binaryVersion >= 90;
-    facts[device] = SkinnyDevice{sms > 0 ? sms : 1, major >= 9 && built};
-  }
-  return facts[device];
-}
-
 /// How a (K, N) skinny GEMM is cut: columns per CTA, K splits, and how the splits combine.
 struct SkinnyPlan {
   int cols = 256;
@@ -243,8 +219,8 @@ struct SkinnyPlan {
 
 /// The widest slab whose CTAs (with up to 8 splits of K) cover the device twice; splits only as
 /// many as K holds full passes for.
-inline SkinnyPlan skinny_plan(int64_t M, int64_t N, int64_t K) {
-  SkinnyDevice const dev = skinny_device();
+inline SkinnyPlan skinny_plan(int64_t N, int64_t K) {
+  DeviceFacts const dev = device_facts();
   int64_t const want = 2 * static_cast<int64_t>(dev.sms);
   SkinnyPlan plan;
   for (int cols : {256, 128, 64, 32}) {
@@ -258,13 +234,13 @@ inline SkinnyPlan skinny_plan(int64_t M, int64_t N, int64_t K) {
   if (splits > passes) splits = passes;
   if (splits > kSkinnyMaxSplits) splits = kSkinnyMaxSplits;
   plan.splits = static_cast<int>(splits < 1 ? 1 : splits);
-  (void)M;
-  if (plan.splits > 1) plan.reduce = dev.clusters ? SkinnyReduce::cluster : SkinnyReduce::workspace;
+  // Clusters need this module's sm_90 code, not just a Hopper device.
+  if (plan.splits > 1) plan.reduce = dev.sm90_code ? SkinnyReduce::cluster : SkinnyReduce::workspace;
   return plan;
 }
 
 inline size_t skinny_workspace_bytes(int64_t batch, int64_t M, int64_t N, int64_t K) {
-  SkinnyPlan const plan = skinny_plan(M, N, K);
+  SkinnyPlan const plan = skinny_plan(N, K);
   if (plan.reduce != SkinnyReduce::workspace) return 0;
   return static_cast<size_t>(batch) * plan.splits * M * N * sizeof(float);
 }
@@ -291,7 +267,7 @@ inline cudaError_t launch_skinny_kn(SkinnyPlan plan, T const* A, T const* B, T* 
     attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[1].val.programmaticStreamSerializationAllowed = 1;
     config.attrs = attr;
-    config.numAttrs = pdl_enabled() ? 2 : 1;
+    config.numAttrs = device_facts().sm90_code ? 2 : 1;
     return cudaLaunchKernelEx(&config, kernel, A, B, C, ws, M, N, K, per);
   } else {
     cudaError_t err = launch_kernel(kernel, grid, dim3(kSkinnyThreads), 0, stream, A, B, C, ws, M, N, K, per);
@@ -329,7 +305,7 @@ inline cudaError_t skinny_kn_cols(SkinnyPlan plan, T const* A, T const* B, T* C,
 template <class T>
 inline cudaError_t gemm_skinny(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
                                float* ws, cudaStream_t stream) {
-  SkinnyPlan const plan = skinny_plan(M, N, K);
+  SkinnyPlan const plan = skinny_plan(N, K);
   if (M <= 1) return skinny_kn_cols<T, 1>(plan, A, B, C, ws, batch, M, N, K, stream);
   if (M <= 2) return skinny_kn_cols<T, 2>(plan, A, B, C, ws, batch, M, N, K, stream);
   if (M <= 4) return skinny_kn_cols<T, 4>(plan, A, B, C, ws, batch, M, N, K, stream);

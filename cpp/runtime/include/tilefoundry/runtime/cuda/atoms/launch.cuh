@@ -20,6 +20,8 @@
 
 #include <utility>
 
+#include <tilefoundry/runtime/cuda/atoms/device_facts.cuh>
+
 namespace tilefoundry::atoms {
 
 /// First statement of a PDL-launched kernel: wait for the grids it depends on, then allow the
@@ -30,30 +32,6 @@ __device__ inline void pdl_begin() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
-
-namespace detail {
-
-namespace {
-__global__ void pdl_probe() {}  // what this translation unit's code was built for
-}  // namespace
-
-/// Whether this module's kernels run with the PDL wait compiled in on the current device.
-inline bool pdl_enabled() {
-  static int enabled[64] = {};  // 0 unknown, 1 yes, 2 no
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return false;
-  if (enabled[device] == 0) {
-    int major = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    cudaFuncAttributes attr{};
-    bool const built = cudaFuncGetAttributes(&attr, pdl_probe) == cudaSuccess && attr.ptxVersion >= 90 &&
-                       attr.binaryVersion >= 90;
-    enabled[device] = major >= 9 && built ? 1 : 2;
-  }
-  return enabled[device] == 1;
-}
-
-}  // namespace detail
 
 /// Launch `kernel` (which opens with pdl_begin()) on `stream`, overlapping its predecessor where PDL works.
 template <class... Params, class... Args>
@@ -68,7 +46,7 @@ inline cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 bloc
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attr;
-  config.numAttrs = detail::pdl_enabled() ? 1 : 0;
+  config.numAttrs = detail::device_facts().sm90_code ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
