@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from tilefoundry.codegen.cuda import atoms
+from tilefoundry.codegen.cuda import atoms, gemm_atom
 from tilefoundry.codegen.cuda.catalog import arch_catalog
 from tilefoundry.codegen.cuda.realize import realize_kernel
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, f64, func, tf
@@ -66,7 +66,7 @@ def test_gemm_atom_call_folds_batch_into_m_and_sizes_its_workspace(sched) -> Non
 
 def test_sm90_gemm_is_compiled_only_into_modules_that_use_it(sched, cuda_source) -> None:
     """The CUTLASS sm90 collective compiles slowly: only a source using the sm90 atom defines its macro."""
-    assert atoms.features(_atom(sched, mm)[1]) == (atoms.SM90_GEMM_MACRO,)
+    assert atoms.features(_atom(sched, mm)[1]) == (gemm_atom.SM90_GEMM_MACRO,)
     assert atoms.features(_atom(sched, mm, "sm_80")[1]) == ()
     assert cuda_source(mm).splitlines()[1] == "#define TILEFOUNDRY_CUDA_GEMM_SM90 1"
     assert "#define" not in cuda_source(mm, arch="sm_80")
