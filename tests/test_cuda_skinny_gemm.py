@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import tilefoundry
-from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f16, func
+from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f16, func, tf
 
 sys.path.insert(0, os.path.dirname(__file__))
 import catalogue_programs as cat
@@ -51,3 +51,48 @@ def test_skinny_gemm_splits_match_evaluator_on_gpu(arch: str | None, tmp_path, m
     monkeypatch.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path))
     linked = tilefoundry.compile(skinny, target="cuda", options={"arch": arch} if arch else None)
     cat.check_compiled(linked, skinny, (1, 2, 3, 5, 8, 9, 16), device="cuda", tolerance=TOLERANCE, make=_make)
+
+
+def _t(w):
+    return tf.transpose(w, (1, 0))
+
+
+@func
+def projections(
+    x: Tensor[(M, 1024), bf16],
+    wq: ConstTensor[(2048, 1024), bf16],
+    wk: ConstTensor[(512, 1024), bf16],
+    wv: ConstTensor[(520, 1024), bf16],
+):
+    # Three Linear weights (out, in) read by one activation: one grouped call (ir.plan.gemm_groups).
+    return x @ _t(wq), x @ _t(wk), x @ _t(wv)
+
+
+def _make_projections(n: int, gen: torch.Generator) -> tuple:
+    x = torch.randn(n, 1024, generator=gen).to(torch.bfloat16).cuda()
+    ws = ((torch.randn(o, 1024, generator=gen) / 32).to(torch.bfloat16).cuda() for o in (2048, 512, 520))
+    return (x, *ws)
+
+
+@pytest.fixture(scope="module")
+def grouped() -> tuple[tilefoundry.LinkedModule, str]:
+    """`projections` built for cuda and its generated source (shared by the CI check and the GPU run)."""
+    cat.require_nvcc()
+    stages: dict[str, str] = {}
+    linked = tilefoundry.compile(projections, target="cuda", dump=stages.__setitem__)
+    (source,) = (text for stage, text in stages.items() if stage.startswith("generate source"))
+    return linked, source
+
+
+def test_gemms_sharing_a_are_one_grouped_call(grouped) -> None:
+    """The three projections of x are one gemm_group call; the module builds with nvcc."""
+    _, source = grouped
+    assert source.count("gemm_group<GemmLayout::rcr>(") == 1
+    assert "gemm<GemmLayout::rcr>(" not in source
+
+
+@pytest.mark.gpu
+def test_grouped_projections_match_evaluator_on_gpu(grouped) -> None:
+    """M = 1..8 run all three members in one skinny launch (rows end to end); 9 and 16 one GEMM each."""
+    cat.check_compiled(grouped[0], projections, (1, 2, 3, 5, 8, 9, 16), device="cuda", tolerance=TOLERANCE,
+                       make=_make_projections)

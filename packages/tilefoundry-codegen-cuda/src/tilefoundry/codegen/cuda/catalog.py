@@ -170,6 +170,8 @@ def _gemm_atoms() -> list[MmaAtom]:
         "b_storage": "gmem",
         "a_layout": "(M,K):(K,1)",
         "c_layout": "(M,N):(N,1)",
+        # atoms/gemm.cuh's gemm_group: up to four GEMMs sharing A per call (one launch when skinny)
+        "shared_a_group": 4,
     }
     tiles = (
         ("sm90_gemm_tma_wgmma_128x128x64", (128, 128, 64), ("tma", "wgmma"), ("bf16", "f16")),

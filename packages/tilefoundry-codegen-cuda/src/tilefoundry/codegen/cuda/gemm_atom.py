@@ -6,13 +6,16 @@
 
 The template picks its tier (sm90 collective, skinny split-K, mma.sync, SIMT) at the call. A
 GEMM atom's name ends in its operands' storage (`_rrr`: B (K, N); `_rcr`: B stored (N, K),
-K-major), which must be the proved region's and is passed to the runtime as `GemmLayout`.
+K-major), which must be the proved region's and is passed to the runtime as `GemmLayout`. A
+group of GEMMs sharing A (`ir.plan.gemm_groups`) is one `gemm_group` call; every member's region
+is re-proved.
 """
 
 from __future__ import annotations
 
 from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.plan.atoms import GemmRegion, match_gemm
+from tilefoundry.ir.plan.gemm_groups import gemm_members
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
 from tilefoundry.ir.tile.expr import Const, Expr, mul
 from tilefoundry.ir.tile.stmt import AtomCall, Kernel, Program
@@ -32,23 +35,26 @@ def _gemm_recheck(r: Realization) -> None:
     atom = r.body
     assert isinstance(atom, AtomCall)
     k = r.kernel
-    region = match_gemm(Kernel(k.name, k.form, atom.replaces, k.reads, k.writes, k.origin))
-    why = None
-    if isinstance(region, str):
-        why = region
-    elif (region.a, region.b, region.c) != atom.operands:
-        why = "the atom's operands are not the region's A, B and C"
-    elif region.a.dtype.name not in GEMM_DTYPES:
-        why = f"dtype {region.a.dtype} is not one of {', '.join(GEMM_DTYPES)}"
-    else:
-        why = _layout_mismatch(atom.atom, region)
-    if why is not None:
-        raise PlanError(
-            f"cuda: kernel {k.name}: atom {atom.atom} no longer matches its region: {why}",
-            where=k.name,
-            expected="a proved GEMM region",
-            got=why,
-        )
+    for member in gemm_members(atom):
+        region = match_gemm(Kernel(k.name, k.form, member.replaces, k.reads, k.writes, k.origin))
+        why = None
+        if isinstance(region, str):
+            why = region
+        elif (region.a, region.b, region.c) != (atom.operands[0], member.b, member.c):
+            why = "the atom's operands are not the region's A, B and C"
+        elif region.a.dtype.name not in GEMM_DTYPES:
+            why = f"dtype {region.a.dtype} is not one of {', '.join(GEMM_DTYPES)}"
+        elif "group" in atom.params and region.batch:
+            why = "a grouped member has batch dims"
+        else:
+            why = _layout_mismatch(atom.atom, region)
+        if why is not None:
+            raise PlanError(
+                f"cuda: kernel {k.name}: atom {atom.atom} no longer matches its region: {why}",
+                where=k.name,
+                expected="a proved GEMM region",
+                got=why,
+            )
 
 
 def _layout_mismatch(name: str, region: GemmRegion) -> str | None:
@@ -65,8 +71,26 @@ def _layout_mismatch(name: str, region: GemmRegion) -> str | None:
 def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     atom = r.body
     assert isinstance(atom, AtomCall)
-    a, b, c = atom.operands
     layout = f"GemmLayout::{atom.atom.rsplit('_', 1)[1]}"
+    a = atom.operands[0]
+    what = f'"the GEMM atom of kernel {r.kernel.name}"'
+    if "group" in atom.params:
+        members = gemm_members(atom)
+        t = ctype(a.dtype)
+        group = (
+            f"{{{{{', '.join(cname(m.b) for m in members)}}}, {{{', '.join(cname(m.c) for m in members)}}}, "
+            f"{{{', '.join(cx(m.n) for m in members)}}}, {len(members)}}}"
+        )
+        dims = f"{cx(atom.params['m'])}, {cx(atom.params['k'])}"
+        return [
+            f"{{  // {atom.atom} x{len(members)} sharing A: C_s = A . B_s, {t} operands, f32 accumulation",
+            f"  const GemmGroup<{t}> g_{group};",
+            f"  const size_t ws_bytes_ = gemm_group_workspace_bytes<{layout}>({cname(a)}, g_, {dims});",
+            "  DeviceScratch<unsigned char> ws_(e, static_cast<int64_t>(ws_bytes_), stream_);",
+            f"  e.cuda(gemm_group<{layout}>({cname(a)}, g_, {dims}, ws_.ptr, stream_), {what});",
+            "}",
+        ]
+    _, b, c = atom.operands
     batch: Expr = Const(1)
     for name, e in atom.params.items():
         if name.startswith("batch"):
@@ -77,8 +101,7 @@ def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
         f"{{  // {atom.atom}: C = A . B, {ctype(a.dtype)} operands, f32 accumulation",
         f"  const size_t ws_bytes_ = gemm_workspace_bytes<{layout}>({ptrs}, {dims});",
         "  DeviceScratch<unsigned char> ws_(e, static_cast<int64_t>(ws_bytes_), stream_);",
-        f"  e.cuda(gemm<{layout}>({ptrs}, {dims}, ws_.ptr, stream_), "
-        f'"the GEMM atom of kernel {r.kernel.name}");',
+        f"  e.cuda(gemm<{layout}>({ptrs}, {dims}, ws_.ptr, stream_), {what});",
         "}",
     ]
 

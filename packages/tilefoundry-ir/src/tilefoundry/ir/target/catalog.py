@@ -120,6 +120,8 @@ class MmaAtom(_Atom):
         a_storage, b_storage: where the operands are read from (wgmma reads smem).
         a_layout, b_layout, c_layout: CuTe (thread, value) -> coordinate layouts in
             `shape:stride` notation, over (m,k), (n,k) and (m,n) column-major.
+        shared_a_group: a whole-GEMM atom's most GEMMs reading one A that one call may run
+            (`ir.plan.gemm_groups`); 1 for one GEMM per call.
     """
 
     kind: Literal["mma"] = "mma"
@@ -137,6 +139,7 @@ class MmaAtom(_Atom):
     a_layout: str
     b_layout: str
     c_layout: str
+    shared_a_group: int = Field(default=1, ge=1)
 
     _dtypes = field_validator("d_dtype", "a_dtype", "b_dtype", "c_dtype")(_dtype_name)
 

@@ -15,6 +15,12 @@
 //   size_t ws = gemm_workspace_bytes<GemmLayout::rcr>(A, B, C, batch, M, N, K);  // same tier as gemm()
 //   cudaError_t err = gemm<GemmLayout::rcr>(A, B, C, batch, M, N, K, workspace, stream);
 // The layout defaults to rrr. K == 0 writes zeros; M, N or batch 0 launches nothing.
+//
+// A group of GEMMs sharing A (C_s = A · B_s, same M and K; the q, k, v projections):
+//   GemmGroup<bf16> g{{Bq, Bk, Bv}, {Cq, Ck, Cv}, {Nq, Nk, Nv}, 3};
+//   gemm_group<GemmLayout::rcr>(A, g, M, K, workspace, stream);   // workspace: gemm_group_workspace_bytes
+// runs as one skinny launch when every member takes the skinny tier with B (N, K), else as one
+// gemm() per member in order.
 #pragma once
 
 #include <cstdint>
@@ -74,7 +80,7 @@ inline size_t gemm_workspace_bytes(T const* A, T const* B, T* C, int64_t batch, 
       return 0;
 #endif
     case GemmTier::skinny:
-      if constexpr (kBKMajor) return detail::skinny_bt_workspace_bytes(batch, M, N, K);
+      if constexpr (kBKMajor) return 0;  // a warp per output column: no K split
       return detail::skinny_workspace_bytes(batch, M, N, K);
     default: return 0;
   }
@@ -94,7 +100,7 @@ inline cudaError_t gemm(T const* A, T const* B, T* C, int64_t batch, int64_t M, 
 #endif
     case GemmTier::skinny:
       if constexpr (is_half_v<T> && kBKMajor) {
-        return detail::gemm_skinny_bt(A, B, C, batch, M, N, K, static_cast<float*>(workspace), stream);
+        return detail::gemm_skinny_bt(A, B, C, batch, M, N, K, stream);
       } else if constexpr (is_half_v<T>) {
         return detail::gemm_skinny(A, B, C, batch, M, N, K, static_cast<float*>(workspace), stream);
       }
@@ -105,6 +111,63 @@ inline cudaError_t gemm(T const* A, T const* B, T* C, int64_t batch, int64_t M, 
     default: break;
   }
   return detail::gemm_simt<T, kBKMajor>(A, B, C, batch, M, N, K, stream);
+}
+
+/// GEMMs sharing A: member s computes C[s] = A · B[s] with N[s] columns (B[s]'s storage per L).
+template <class T>
+struct GemmGroup {
+  T const* B[detail::kSkinnyBtMembers];
+  T* C[detail::kSkinnyBtMembers];
+  int64_t N[detail::kSkinnyBtMembers];
+  int count;
+};
+
+namespace detail {
+
+/// Whether every member of `g` takes the skinny tier with B (N, K): then one launch runs them all.
+template <GemmLayout L, class T>
+inline bool group_is_skinny_bt(T const* A, GemmGroup<T> const& g, int64_t M, int64_t K) {
+  if (L != GemmLayout::rcr) return false;
+  for (int s = 0; s < g.count; ++s) {
+    if (gemm_tier<L>(A, g.B[s], g.C[s], 1, M, g.N[s], K) != GemmTier::skinny) return false;
+  }
+  return true;
+}
+
+}  // namespace detail
+
+/// Device workspace gemm_group needs: the largest any member's gemm() needs.
+template <GemmLayout L = GemmLayout::rrr, class T>
+inline size_t gemm_group_workspace_bytes(T const* A, GemmGroup<T> const& g, int64_t M, int64_t K) {
+  size_t most = 0;
+  for (int s = 0; s < g.count; ++s) {
+    size_t const ws = gemm_workspace_bytes<L>(A, g.B[s], g.C[s], 1, M, g.N[s], K);
+    most = ws > most ? ws : most;
+  }
+  return most;
+}
+
+template <GemmLayout L = GemmLayout::rrr, class T>
+inline cudaError_t gemm_group(T const* A, GemmGroup<T> const& g, int64_t M, int64_t K, void* workspace,
+                              cudaStream_t stream) {
+  if constexpr (is_half_v<T>) {
+    if (detail::group_is_skinny_bt<L>(A, g, M, K)) {
+      detail::SkinnyBtRows<T> rows{};
+      int64_t end = 0;
+      for (int s = 0; s < g.count; ++s) {
+        rows.B[s] = g.B[s];
+        rows.C[s] = g.C[s];
+        rows.end[s] = end += g.N[s];
+      }
+      rows.count = g.count;
+      return detail::gemm_skinny_bt_rows(A, rows, 1, M, K, stream);
+    }
+  }
+  for (int s = 0; s < g.count; ++s) {
+    cudaError_t const err = gemm<L>(A, g.B[s], g.C[s], 1, M, g.N[s], K, workspace, stream);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace tilefoundry::atoms

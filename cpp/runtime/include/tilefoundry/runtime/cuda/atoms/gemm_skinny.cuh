@@ -12,7 +12,9 @@
 //     direct     one split (N alone fills the device): the CTA writes C.
 // B (N, K) row-major ("B transposed", a torch Linear weight), `gemm_skinny_bt`: a warp owns one
 //   output column n, its lanes stride K in 16-byte packs, a shuffle butterfly adds the lanes.
-//   Every row of B is contiguous, so one launch needs no split and no workspace.
+//   Every row of B is contiguous, so one launch needs no split and no workspace. Several GEMMs
+//   sharing A (q, k, v projections) run as one launch over their rows end to end
+//   (`gemm_skinny_bt_rows`), so short projections do not each pay a launch and a ramp.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,7 @@ inline constexpr int kSkinnyThreads = 256;
 inline constexpr int kSkinnyMaxSplits = 8;  // the portable cluster size
 inline constexpr int kSkinnyUnroll = 4;     // 16-byte packs of B in flight per thread
 inline constexpr int kSkinnyBtWarps = 4;
+inline constexpr int kSkinnyBtMembers = 4;  // GEMMs sharing A one B (N, K) launch may run
 
 /// 16 bytes of B: read once, so bypass L1 (`ld.global.nc.L1::no_allocate`).
 template <class T>
@@ -153,17 +156,32 @@ __global__ void gemm_skinny_reduce(float const* __restrict__ ws, T* __restrict__
   C[batch * M * N + i] = cast<T>(total);
 }
 
+/// The B (N, K) operands of one skinny launch: up to kSkinnyBtMembers GEMMs sharing A, their
+/// rows laid end to end (member s owns rows [end[s - 1], end[s]) of the launch).
+template <class T>
+struct SkinnyBtRows {
+  T const* B[kSkinnyBtMembers];
+  T* C[kSkinnyBtMembers];
+  int64_t end[kSkinnyBtMembers];
+  int count;
+};
+
 template <class T, int MT>
 __global__ void __launch_bounds__(kSkinnyBtWarps * 32)
-gemm_skinny_nk(T const* __restrict__ A, T const* __restrict__ B, T* __restrict__ C, int64_t M, int64_t N, int64_t K) {
+gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t K) {
   pdl_begin();
   int64_t const batch = blockIdx.y;
   int const lane = threadIdx.x % 32;
-  int64_t const n = static_cast<int64_t>(blockIdx.x) * kSkinnyBtWarps + threadIdx.x / 32;
-  if (n >= N) return;
+  int64_t const r = static_cast<int64_t>(blockIdx.x) * kSkinnyBtWarps + threadIdx.x / 32;
+  int s = 0;
+  while (s + 1 < rows.count && r >= rows.end[s]) ++s;
+  int64_t const begin = s == 0 ? 0 : rows.end[s - 1];
+  int64_t const N = rows.end[s] - begin;
+  int64_t const n = r - begin;
+  if (r >= rows.end[rows.count - 1]) return;
   A += batch * M * K;
-  B += (batch * N + n) * K;
-  C += batch * M * N;
+  T const* B = rows.B[s] + (batch * N + n) * K;
+  T* C = rows.C[s] + batch * M * N;
   float acc[MT] = {};
   constexpr int64_t kStride = 32 * 8;  // elements of K one pass of the warp covers
   int64_t k = lane * 8;
@@ -245,8 +263,6 @@ inline size_t skinny_workspace_bytes(int64_t batch, int64_t M, int64_t N, int64_
   return static_cast<size_t>(batch) * plan.splits * M * N * sizeof(float);
 }
 
-inline size_t skinny_bt_workspace_bytes(int64_t, int64_t, int64_t, int64_t) { return 0; }
-
 template <class T, int MT, int Cols, SkinnyReduce R>
 inline cudaError_t launch_skinny_kn(SkinnyPlan plan, T const* A, T const* B, T* C, float* ws, int64_t batch,
                                     int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
@@ -313,21 +329,34 @@ inline cudaError_t gemm_skinny(T const* A, T const* B, T* C, int64_t batch, int6
 }
 
 template <class T, int MT>
-inline cudaError_t launch_skinny_nk(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
+inline cudaError_t launch_skinny_nk(T const* A, SkinnyBtRows<T> const& rows, int64_t batch, int64_t M, int64_t K,
                                     cudaStream_t stream) {
-  dim3 const grid(static_cast<unsigned>((N + kSkinnyBtWarps - 1) / kSkinnyBtWarps), static_cast<unsigned>(batch));
-  return launch_kernel(gemm_skinny_nk<T, MT>, grid, dim3(kSkinnyBtWarps * 32), 0, stream, A, B, C, M, N, K);
+  int64_t const total = rows.end[rows.count - 1];
+  dim3 const grid(static_cast<unsigned>((total + kSkinnyBtWarps - 1) / kSkinnyBtWarps), static_cast<unsigned>(batch));
+  return launch_kernel(gemm_skinny_nk<T, MT>, grid, dim3(kSkinnyBtWarps * 32), 0, stream, A, rows, M, K);
+}
+
+/// C_s = A · B_sᵀ for every member s of `rows` (B_s (N_s, K) row-major), M <= 8, K a multiple of
+/// 8, 16-byte aligned A and B_s: one launch, a warp per output column of some member.
+template <class T>
+inline cudaError_t gemm_skinny_bt_rows(T const* A, SkinnyBtRows<T> const& rows, int64_t batch, int64_t M, int64_t K,
+                                       cudaStream_t stream) {
+  if (M <= 1) return launch_skinny_nk<T, 1>(A, rows, batch, M, K, stream);
+  if (M <= 2) return launch_skinny_nk<T, 2>(A, rows, batch, M, K, stream);
+  if (M <= 4) return launch_skinny_nk<T, 4>(A, rows, batch, M, K, stream);
+  return launch_skinny_nk<T, 8>(A, rows, batch, M, K, stream);
 }
 
 /// C = A · Bᵀ with B (N, K) row-major, M <= 8, K a multiple of 8, 16-byte aligned A and B.
 template <class T>
 inline cudaError_t gemm_skinny_bt(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
-                                  float* ws, cudaStream_t stream) {
-  (void)ws;
-  if (M <= 1) return launch_skinny_nk<T, 1>(A, B, C, batch, M, N, K, stream);
-  if (M <= 2) return launch_skinny_nk<T, 2>(A, B, C, batch, M, N, K, stream);
-  if (M <= 4) return launch_skinny_nk<T, 4>(A, B, C, batch, M, N, K, stream);
-  return launch_skinny_nk<T, 8>(A, B, C, batch, M, N, K, stream);
+                                  cudaStream_t stream) {
+  SkinnyBtRows<T> rows{};
+  rows.B[0] = B;
+  rows.C[0] = C;
+  rows.end[0] = N;
+  rows.count = 1;
+  return gemm_skinny_bt_rows(A, rows, batch, M, K, stream);
 }
 
 }  // namespace tilefoundry::atoms::detail
