@@ -9,14 +9,20 @@ keeps a prefix per batch (or one for all), and a row that sees no key is 0.
 
 Tiers hit (attention_plan): 16-bit head dim 64/128 with g · Sq <= 16 the tensor-core keys
 config (decode, split-KV past ~128 keys per CTA), larger g · Sq the rows config (prefill); a
-misaligned 16-bit q takes the SIMT tier.
+misaligned 16-bit q takes the SIMT tier. How split-KV partials merge: on an sm_90 device the
+default (sm_90a) build runs the keys config's splits as one thread-block cluster that merges
+through distributed shared memory (one launch); the same cases built for sm_80 (run on the same
+GPU) take the split kernel and its merge kernel, as the rows config and the SIMT tier always do.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -52,6 +58,10 @@ SIZES = [
 ]
 # about four units in the last place of each 16-bit format
 TOLERANCE = {torch.bfloat16: 3e-2, torch.float16: 4e-3}
+# Decode over a cache of DECODE_SKV keys with kv_len short (most splits empty), mid and full;
+# per-batch kv_len takes the pairs, one shared kv_len the first of each.
+DECODE_SKV = 2048
+DECODE_LENS = [(1, 700), (5, 2048), (700, 1), (2048, 5)]
 
 
 @module
@@ -138,19 +148,94 @@ def make_inputs(name: str, sq: int, skv: int, gen: torch.Generator) -> tuple[tor
     return tuple(out)
 
 
-@pytest.fixture(scope="module")
-def linked(tmp_path_factory: pytest.TempPathFactory):
-    """Every case, compiled once for cuda."""
+def _compile_cases(tmp_path_factory: pytest.TempPathFactory, options: dict[str, str] | None):
     cat.require_nvcc()
     mp = pytest.MonkeyPatch()
     mp.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path_factory.mktemp("tilefoundry-attention-cache")))
-    yield tilefoundry.compile(Cases, target="cuda")
-    mp.undo()
+    try:
+        return tilefoundry.compile(Cases, target="cuda", options=options)
+    finally:
+        mp.undo()
+
+
+@pytest.fixture(scope="module")
+def linked(tmp_path_factory: pytest.TempPathFactory):
+    """Every case, compiled once for cuda (the GPU's arch, else sm_90a)."""
+    return _compile_cases(tmp_path_factory, None)
+
+
+@pytest.fixture(scope="module")
+def linked_sm80(tmp_path_factory: pytest.TempPathFactory):
+    """Every case built for sm_80: on a Hopper its split-KV keeps the workspace and merge kernel."""
+    return _compile_cases(tmp_path_factory, {"arch": "sm_80"})
 
 
 def test_attention_cases_compile_with_nvcc(linked) -> None:
     """Every tier of the atom (tensor-core rows and keys configs, SIMT, merge) builds for each case."""
     assert linked.library.is_file() and set(linked.entries) == set(Cases.functions)
+
+
+# The keys config's two forms and the merge kernel, for one head dim and 16-bit type.
+KEYS_TIER_SOURCE = """
+#include <tilefoundry/runtime/cuda/atoms/attention.cuh>
+namespace ta = tilefoundry::atoms;
+cudaError_t decode(ta::AttentionArgs<ta::bf16, int> const& a, void* ws, cudaStream_t s) {
+  return ta::attention<128, 2>(a, ws, s);
+}
+"""
+
+
+def _ptx_entries(arch: str, tmp_path: Path) -> dict[str, str]:
+    """PTX text per kernel entry of KEYS_TIER_SOURCE built for `arch` (virtual arch only)."""
+    from tilefoundry.codegen.cuda.build import nvcc
+    from tilefoundry.runtime.headers import cutlass_include_dir, runtime_include_dir
+
+    src, ptx = tmp_path / "keys_tier.cu", tmp_path / "keys_tier.ptx"
+    src.write_text(KEYS_TIER_SOURCE)
+    number = arch.removeprefix("sm_")
+    cmd = [
+        nvcc(),
+        "-std=c++17",
+        "--expt-relaxed-constexpr",
+        "-DNDEBUG",
+        "-O3",
+        "-DTILEFOUNDRY_TARGET_CUDA",
+        f"-gencode=arch=compute_{number},code=compute_{number}",
+        "-I",
+        str(runtime_include_dir()),
+        "-isystem",
+        str(cutlass_include_dir()),
+        "-ptx",
+        str(src),
+        "-o",
+        str(ptx),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = ptx.read_text()
+    return {m["name"]: m["body"] for m in re.finditer(r"\.entry (?P<name>\w+)\((?P<body>.*?)\n}", text, re.S)}
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_keys_tier_cluster_form_compiles(arch: str, tmp_path: Path) -> None:
+    """The keys config builds in both forms for sm_90a and sm_80: the cluster form's sm_90 code
+    syncs the cluster twice and maps peers' shared memory, its sm_80 code only traps (the plan
+    never launches it there); the workspace form and the merge kernel have no cluster barrier."""
+    cat.require_nvcc()
+    entries = _ptx_entries(arch, tmp_path)
+    flash = {n: b for n, b in entries.items() if "flash_mma_kernel" in n}
+    # Mangled template arguments: FlashConfig<128, 1, 4, ...> is the keys config, Lb1E Cluster = true.
+    cluster = [b for n, b in flash.items() if "Li128ELi1ELi4E" in n and "Lb1E" in n]
+    plain = [b for n, b in flash.items() if "Lb0E" in n]
+    merge = [b for n, b in entries.items() if "attention_merge" in n]
+    assert len(cluster) == 1 and len(plain) == 2 and len(merge) == 1, sorted(entries)
+    (body,) = cluster
+    if arch == "sm_90a":
+        assert body.count("barrier.cluster.arrive") == 2 and body.count("barrier.cluster.wait") == 2
+        assert "mapa" in body and body.index("griddepcontrol.wait") < body.index("barrier.cluster")
+    else:
+        assert "trap" in body and "barrier.cluster" not in body
+    assert all("barrier.cluster" not in b for b in [*plain, *merge])
 
 
 def _run_and_check(f, name: str, args: tuple[torch.Tensor, ...], where: str) -> None:
@@ -180,6 +265,61 @@ def test_attention_atom_matches_sdpa_on_gpu(linked, name: str) -> None:
         _run_and_check(f, name, make_inputs(name, sq, skv, gen), f"at Sq={sq}, Skv={skv}")
 
 
+def _decode_inputs(
+    name: str, sq: int, lens: tuple[int, int], gen: torch.Generator
+) -> tuple[torch.Tensor, ...]:
+    """make_inputs at (Sq, DECODE_SKV) with kv_len set to `lens` (per batch) or its first (shared)."""
+    q, k, v, _ = make_inputs(name, sq, DECODE_SKV, gen)
+    kv = Cases.functions[name].params[3].type
+    chosen = list(lens[: kv.shape[0]]) if kv.rank else lens[0]
+    return q, k, v, torch.tensor(chosen, dtype=kv.dtype.torch).cuda()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("build", ["default", "sm_80"])
+@pytest.mark.parametrize("name", ["gqa2_f16_d64", "gqa4_bf16_d64", "gqa4_f16_d128"])
+def test_decode_with_short_mid_and_full_kv_len_on_gpu(request, build: str, name: str) -> None:
+    """Decode rows (g · Sq = g and 16) over a 2048-key cache with kv_len 1, 5, 700 and 2048 (most
+    splits empty, some, none), GQA g = 2 and 4, D 64 and 128: the one-launch cluster merge of the
+    default build on sm_90 and the split kernel plus merge kernel of the sm_80 build agree with sdpa."""
+    from tilefoundry.runtime.loader import load_linked_module
+
+    linked = request.getfixturevalue("linked" if build == "default" else "linked_sm80")
+    f = load_linked_module(linked, name)
+    q_heads, kv_heads = (p.type.shape[1] for p in Cases.functions[name].params[:2])
+    gen = torch.Generator().manual_seed(13)
+    for sq in (1, 16 // (q_heads // kv_heads)):
+        for lens in DECODE_LENS:
+            where = f"{build} build at Sq={sq}, kv_len={lens}"
+            _run_and_check(f, name, _decode_inputs(name, sq, lens, gen), where)
+
+
+@pytest.mark.gpu
+def test_decode_split_kv_is_one_launch_on_sm90_on_gpu(linked, linked_sm80) -> None:
+    """On an sm_90 device the default build's decode split-KV is one cluster launch per attention
+    (no merge kernel); the sm_80 build launches a merge after each split kernel."""
+    from tilefoundry.runtime.loader import load_linked_module
+
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("thread-block clusters need an sm_90 device")
+    gen = torch.Generator().manual_seed(17)
+    counts = {}
+    for build, lib in (("default", linked), ("sm_80", linked_sm80)):
+        f = load_linked_module(lib, "gqa4_f16_d128")
+        args = make_inputs("gqa4_f16_d128", 1, DECODE_SKV, gen)
+        outs = tuple(torch.empty_like(args[0]) for _ in OUTPUTS["gqa4_f16_d128"])
+        f(*args, *outs)  # the plan's per-device facts are read on the first call
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            f(*args, *outs)
+            torch.cuda.synchronize()
+        names = [e.name for e in prof.events()]
+        counts[build] = tuple(
+            sum(kernel in n for n in names) for kernel in ("flash_mma_kernel", "attention_merge")
+        )
+    assert counts == {"default": (2, 0), "sm_80": (2, 2)}
+
+
 @pytest.mark.gpu
 def test_misaligned_16_bit_q_takes_the_simt_tier_on_gpu(linked) -> None:
     """A q whose data sits 2 bytes off 16-byte alignment runs on CUDA cores, with the same result."""
@@ -198,8 +338,9 @@ def test_misaligned_16_bit_q_takes_the_simt_tier_on_gpu(linked) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize(("name", "sq", "skv"), [("gqa4_bf16_d64", 1, 2048), ("mha_bf16_d128", 40, 3000)])
 def test_split_kv_merge_replays_in_a_cuda_graph_on_gpu(linked, name: str, sq: int, skv: int) -> None:
-    """Split-KV on tensor cores with its merge launched as a programmatic dependent: correct on a
-    side stream, and replayed from a CUDA graph after the inputs change in place."""
+    """Split-KV on tensor cores, decode as one cluster launch (sm_90) and prefill with its merge
+    launched as a programmatic dependent: correct on a side stream, and replayed from a CUDA graph
+    after the inputs change in place."""
     from tilefoundry.runtime.loader import load_linked_module
 
     f = load_linked_module(linked, name)

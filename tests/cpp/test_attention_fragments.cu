@@ -3,11 +3,17 @@
 // PTX ISA's tables, written out independently below; the kernel's own helpers (lane address
 // offsets, accumulator coordinates, P's A operand, the mask limits) drive them through the
 // kernel's loop structure, and the results must equal plain matrix products exactly (small
-// integers: every product and sum is exact in f32 and bf16).
+// integers: every product and sum is exact in f32 and bf16). The split-KV merge arithmetic
+// (attention_merge.cuh) runs here too: the in-cluster merge's unrolled fold against the merge
+// kernel's runs, bit for bit, and both against a float64 softmax.
 #include <tilefoundry/runtime/cuda/atoms/attention.cuh>
 
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <random>
 #include <vector>
 
 #include "check.h"
@@ -300,6 +306,166 @@ void test_split_keys() {
   CHECK(attention_partial_bytes(3, 5, 64) == 128 + 3 * 5 * 64 * 4);  // m, l block padded to 16 bytes
 }
 
+/// Split-KV planning for the cluster path: at most the cluster size, the same chunk rules.
+void test_cluster_split_keys() {
+  // The decode benchmark again, capped at 16 and at 8 splits: one cluster per (row block, kv head).
+  AttnPlan const p16 = split_keys(AttnTier::mma_keys, 8, 264, 8192, 64, 128, 1, kClusterNonPortable);
+  CHECK(p16.splits == 16 && p16.chunk == 512 && !p16.cluster);
+  AttnPlan const p8 = split_keys(AttnTier::mma_keys, 8, 264, 8192, 64, 128, 1, kClusterPortable);
+  CHECK(p8.splits == 8 && p8.chunk == 1024);
+  CHECK(split_keys(AttnTier::mma_keys, 8, 264, 200, 64, 128, 1, kClusterNonPortable).splits == 1);
+  for (int cap : {kClusterPortable, kClusterNonPortable}) {
+    for (int64_t ctas : {1, 2, 8, 33, 132}) {
+      for (int64_t skv : {256, 300, 1000, 2048, 3001, 4097, 32768, 131072}) {
+        AttnPlan const q = split_keys(AttnTier::mma_keys, ctas, 264, skv, 64, 128, 1, cap);
+        CHECK(q.splits >= 1 && q.splits <= cap && q.splits <= kClusterMaxSplits);
+        CHECK(q.chunk % 64 == 0 && (q.splits == 1 || q.chunk >= 128));
+        CHECK((q.splits - 1) * q.chunk < skv && q.splits * q.chunk >= skv);
+      }
+    }
+  }
+}
+
+/// Random split-KV partials of one row and 4 columns, and the float64 softmax they stand for.
+struct RowPartials {
+  int splits = 0;
+  std::vector<float> m, l;                ///< per split; m in log2 units, -inf for an empty split
+  std::vector<std::array<float, 4>> acc;  ///< per split, unnormalized
+  std::array<double, 4> ref{};            ///< softmax over every split's keys, float64
+  bool seen = false;                      ///< some split saw a key
+};
+
+/// Split s sees 0..6 keys (a third of the splits empty) with log2-unit scores in [-20, 20].
+RowPartials random_partials(int splits, std::mt19937& rng) {
+  std::uniform_real_distribution<float> score(-20.0f, 20.0f), value(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> keys(-3, 6);
+  RowPartials p;
+  p.splits = splits;
+  double num[4] = {}, den = 0.0;
+  for (int s = 0; s < splits; ++s) {
+    int const n = std::max(keys(rng), 0);
+    std::vector<float> u(n);
+    std::vector<std::array<float, 4>> v(n);
+    float m = -std::numeric_limits<float>::infinity();
+    for (int k = 0; k < n; ++k) {
+      u[k] = score(rng);
+      for (float& e : v[k]) e = value(rng);
+      m = std::max(m, u[k]);
+    }
+    float l = 0.0f;
+    std::array<float, 4> a{};
+    for (int k = 0; k < n; ++k) {
+      float const w = std::exp2(u[k] - m);
+      l += w;
+      for (int i = 0; i < 4; ++i) a[i] += w * v[k][i];
+      double const wd = std::exp2(static_cast<double>(u[k]));
+      den += wd;
+      for (int i = 0; i < 4; ++i) num[i] += wd * v[k][i];
+    }
+    p.m.push_back(m);
+    p.l.push_back(l);
+    p.acc.push_back(a);
+    p.seen = p.seen || n > 0;
+  }
+  for (int i = 0; i < 4; ++i) p.ref[i] = den > 0.0 ? num[i] / den : 0.0;
+  return p;
+}
+
+/// attention_merge's order: warp w folds run w with merge_run, the runs' sums added in order.
+float kernel_merge(RowPartials const& p, float (&acc)[4]) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (float m : p.m) mx = std::fmax(mx, m);
+  float sums[kMergeRuns], accs[kMergeRuns][4];
+  for (int w = 0; w < kMergeRuns; ++w) {
+    int first, last;
+    merge_run_bounds(p.splits, w, first, last);
+    sums[w] = 0.0f;
+    float a[4] = {};
+    merge_run<4>(mx, first, last, sums[w], a, [&](int s, float& m, float& l, float (&x)[4]) {
+      m = p.m[s];
+      l = p.l[s];
+      for (int i = 0; i < 4; ++i) x[i] = p.acc[s][i];
+    });
+    std::memcpy(accs[w], a, sizeof(a));
+  }
+  float total = 0.0f;
+  for (float part : sums) total += part;
+  for (int i = 0; i < 4; ++i) {
+    acc[i] = 0.0f;
+    for (int w = 0; w < kMergeRuns; ++w) acc[i] += accs[w][i];
+  }
+  return total;
+}
+
+/// cluster_merge's order: the registers of up to kClusterMaxSplits splits through merge_unrolled.
+float cluster_merge_order(RowPartials const& p, float (&acc)[4]) {
+  float m[kClusterMaxSplits], l[kClusterMaxSplits], x[kClusterMaxSplits][4];
+  for (int s = 0; s < kClusterMaxSplits; ++s) {  // slots past the splits hold junk, as on the GPU
+    m[s] = s < p.splits ? p.m[s] : 1e30f;
+    l[s] = s < p.splits ? p.l[s] : 1e30f;
+    for (int i = 0; i < 4; ++i) x[s][i] = s < p.splits ? p.acc[s][i] : 1e30f;
+  }
+  return merge_unrolled<kClusterMaxSplits, 4>(p.splits, m, l, x, acc);
+}
+
+uint32_t bits_of(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+/// Both merges give the same bits for 1..16 splits, and the float64 softmax within f32 rounding.
+void test_merge_orders_agree() {
+  std::mt19937 rng(20240611);
+  for (int splits = 1; splits <= kClusterMaxSplits; ++splits) {
+    for (int trial = 0; trial < 40; ++trial) {
+      RowPartials const p = random_partials(splits, rng);
+      float ka[4], ca[4];
+      float const kt = kernel_merge(p, ka);
+      float const ct = cluster_merge_order(p, ca);
+      CHECK(bits_of(kt) == bits_of(ct));
+      for (int i = 0; i < 4; ++i) {
+        CHECK(bits_of(ka[i]) == bits_of(ca[i]));
+        float const out = merge_output(ca[i], ct);
+        CHECK(std::fabs(out - p.ref[i]) <= 1e-5);
+        CHECK(p.seen || bits_of(out) == 0u);  // a row no split saw is exactly +0
+      }
+    }
+  }
+  // Past the cluster's 16, the merge kernel's runs alone.
+  for (int splits : {17, 33, 64, 257}) {
+    RowPartials const p = random_partials(splits, rng);
+    float ka[4];
+    float const kt = kernel_merge(p, ka);
+    for (int i = 0; i < 4; ++i) CHECK(std::fabs(merge_output(ka[i], kt) - p.ref[i]) <= 1e-5);
+  }
+}
+
+/// Empty splits (m = -inf, l = 0, acc = 0, a CTA whose chunk held no valid key) change nothing.
+void test_merge_empty_splits() {
+  float const inf = std::numeric_limits<float>::infinity();
+  for (int splits = 1; splits <= kClusterMaxSplits; ++splits) {
+    for (int live = -1; live < splits; ++live) {  // -1: every split empty (kv_len = 0)
+      RowPartials p;
+      p.splits = splits;
+      for (int s = 0; s < splits; ++s) {
+        bool const on = s == live;
+        p.m.push_back(on ? 3.25f : -inf);
+        p.l.push_back(on ? 1.75f : 0.0f);
+        p.acc.push_back(on ? std::array<float, 4>{0.5f, -1.25f, 0.0f, 2.0f} : std::array<float, 4>{});
+      }
+      float ka[4], ca[4];
+      float const kt = kernel_merge(p, ka);
+      float const ct = cluster_merge_order(p, ca);
+      for (int i = 0; i < 4; ++i) {
+        float const want = live < 0 ? 0.0f : p.acc[live][i] / 1.75f;
+        CHECK(bits_of(merge_output(ka[i], kt)) == bits_of(want));
+        CHECK(bits_of(merge_output(ca[i], ct)) == bits_of(want));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -309,5 +475,8 @@ int main() {
   tf_test::run_group("attention_mask_limits", test_mask_limits);
   tf_test::run_group("attention_bank_groups", test_bank_groups);
   tf_test::run_group("attention_split_keys", test_split_keys);
+  tf_test::run_group("attention_cluster_split_keys", test_cluster_split_keys);
+  tf_test::run_group("attention_merge_orders_agree", test_merge_orders_agree);
+  tf_test::run_group("attention_merge_empty_splits", test_merge_empty_splits);
   return tf_test::check_summary();
 }

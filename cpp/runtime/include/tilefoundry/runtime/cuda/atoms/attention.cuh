@@ -14,9 +14,23 @@
 //   simt      (below)              f32 (exact: no TF32), other head dims, unaligned operands:
 //             4 rows per CTA on CUDA cores, 32-key tiles, lane j scores key j.
 // Split-KV: when the rows leave the device idle, blockIdx.z (simt: .y) takes one chunk of keys and
-// writes its partial (m, l, acc) (attention_args.cuh); attention_merge combines them in chunk
-// order. Every kernel here opens with pdl_begin() and goes through launch_kernel (launch.cuh), so
-// on sm_90 its launch overlaps the tail of the kernel before it (the merge: the split kernel).
+// each split's partial (m, l, acc) is merged in split order with one fixed association
+// (attention_merge.cuh), in one of two ways:
+//   cluster   mma keys where this module's sm_90 code runs (device_facts().sm90_code): the splits
+//             of a (row block, batch · kv head) are ONE thread-block cluster along z (at most 16
+//             splits when every cluster of 16 of the call fits on the device at once, else 8).
+//             Each CTA parks its partial in its own shared memory (over the drained K/V stages),
+//             cluster.sync(), the cluster's threads merge the block's rows reading every rank's
+//             partial through distributed shared memory, cluster.sync() again before any exits.
+//             A CTA whose chunk is empty (kv_len is a device value) still takes both barriers and
+//             parks m = -inf, l = 0. One launch, no workspace.
+//   workspace everywhere else (sm_80 code, the rows tier, simt): each split writes its partial to
+//             the workspace (attention_args.cuh) and attention_merge, a second kernel, combines
+//             them.
+// The plan (attention_plan) decides the tier, the splits and the way; attention_workspace_bytes
+// and attention() read the same plan. Every kernel here opens with pdl_begin() and launches with
+// programmatic dependent launch (launch_kernel, launch.cuh; the cluster launch sets the same
+// attribute), so on sm_90 its launch overlaps the tail of the kernel before it.
 //
 // SIMT kernel. CTA: 4 warps = 4 query rows. Per 32-key tile, lane j scores key j (16-byte reads
 // of a padded K row), the warp updates its row's (m, l) with shuffles, and lanes own D / 32
@@ -33,6 +47,7 @@
 #include <cuda_runtime.h>
 
 #include <tilefoundry/runtime/cuda/atoms/attention_args.cuh>
+#include <tilefoundry/runtime/cuda/atoms/attention_merge.cuh>
 #include <tilefoundry/runtime/cuda/atoms/attention_mma.cuh>
 #include <tilefoundry/runtime/cuda/atoms/device_facts.cuh>
 #include <tilefoundry/runtime/cuda/atoms/gemm_sm80.cuh>
@@ -197,57 +212,6 @@ attention_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int64_t chunk, int
   }
 }
 
-inline constexpr int kMergeWarps = 4;
-
-/// Merges the split-KV partials of one row per CTA: out = Σ_s acc_s 2^(m_s - M) / Σ_s l_s 2^(m_s - M),
-/// M = max_s m_s. Warp w sums a contiguous quarter of the splits in order, then the quarters are
-/// added in order: a fixed association in split order, every split's loads of a warp in flight
-/// together.
-template <class T, int D>
-__global__ void __launch_bounds__(kMergeWarps * 32) attention_merge(AttnPartials part, T* __restrict__ out, int splits) {
-  pdl_begin();
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  __shared__ float red[kMergeWarps];
-  __shared__ float sums[kMergeWarps];
-  __shared__ float accs[kMergeWarps][D];
-  int64_t const row = blockIdx.x;
-  int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float mx = kNegInf;
-  for (int s = threadIdx.x; s < splits; s += kMergeWarps * 32) mx = fmaxf(mx, part.ml[(s * part.rows + row) * 2]);
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  if (lane == 0) red[warp] = mx;
-  __syncthreads();
-#pragma unroll
-  for (int w = 0; w < kMergeWarps; ++w) mx = fmaxf(mx, red[w]);
-  int const per = (splits + kMergeWarps - 1) / kMergeWarps;
-  int const first = warp * per, last = first + per < splits ? first + per : splits;
-  float l = 0.0f;
-  float acc[D / 32] = {};
-#pragma unroll 8
-  for (int s = first; s < last; ++s) {
-    float const* ml = part.ml + (s * part.rows + row) * 2;
-    float const* x = part.acc + (s * part.rows + row) * D;
-    float const w = ml[0] == kNegInf ? 0.0f : fast_exp2(ml[0] - mx);
-    l += w * ml[1];
-#pragma unroll
-    for (int q = 0; q < D / 32; ++q) acc[q] += w * x[lane + 32 * q];
-  }
-  if (lane == 0) sums[warp] = l;
-#pragma unroll
-  for (int q = 0; q < D / 32; ++q) accs[warp][lane + 32 * q] = acc[q];
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kMergeWarps; ++w) total += sums[w];
-  for (int c = threadIdx.x; c < D; c += kMergeWarps * 32) {
-    float a = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kMergeWarps; ++w) a += accs[w][c];
-    out[row * D + c] = cast<T>(total > 0.0f ? a / total : 0.0f);
-  }
-}
-
 // ---------------------------------------------------------------- the plan
 
 inline constexpr int64_t kAttnMinChunk = 256;       // simt: keys per split at least
@@ -256,21 +220,29 @@ inline constexpr int64_t kFlashMaxExtent = 1 << 30; // Sq, Skv: key and row indi
 
 enum class AttnTier { simt, mma_rows, mma_keys };
 
+inline constexpr int kClusterPortable = 8;     // the cluster size every sm_90 device launches
+inline constexpr int kClusterNonPortable = 16;  // the largest, where the device has room for it
+static_assert(kClusterNonPortable <= kClusterMaxSplits, "attention: cluster_merge holds every split of a cluster");
+
 /// How one call runs: the tier, its key chunks (splits > 1: split-KV) and its row blocks.
 struct AttnPlan {
   AttnTier tier;
   int splits;
-  int64_t chunk;       ///< keys per split
-  int64_t row_blocks;  ///< tensor-core tiers: CTAs along the g · Sq rows of a kv head
+  int64_t chunk;         ///< keys per split
+  int64_t row_blocks;    ///< tensor-core tiers: CTAs along the g · Sq rows of a kv head
+  bool cluster = false;  ///< the splits merge inside one cluster each: one launch, no workspace
 };
 
-/// Splits that bring `ctas` CTAs up to `target`, each at least `min_chunk` keys, chunks a multiple of `step`.
+/// Splits that bring `ctas` CTAs up to `target` (at most `max_splits` of them), each at least
+/// `min_chunk` keys, chunks a multiple of `step`.
 inline AttnPlan split_keys(AttnTier tier, int64_t ctas, int64_t target, int64_t skv, int64_t step,
-                           int64_t min_chunk, int64_t row_blocks) {
+                           int64_t min_chunk, int64_t row_blocks,
+                           int64_t max_splits = std::numeric_limits<int>::max()) {
   int64_t chunk = (skv + step - 1) / step * step;
   chunk = chunk > step ? chunk : step;
   if (ctas >= target || skv < 2 * min_chunk) return {tier, 1, chunk, row_blocks};
-  int64_t const want = (target + ctas - 1) / ctas;
+  int64_t want = (target + ctas - 1) / ctas;
+  want = want < max_splits ? want : max_splits;
   chunk = ((skv + want - 1) / want + step - 1) / step * step;
   chunk = chunk > min_chunk ? chunk : min_chunk;
   return {tier, static_cast<int>((skv + chunk - 1) / chunk), chunk, row_blocks};
@@ -303,7 +275,63 @@ inline FlashFacts flash_facts(int head_dim, bool keys) {
   return keys ? flash_facts_of<FlashKeysConfig<128>> : flash_facts_of<FlashRowsConfig<128>>;
 }
 
+/// How many clusters of the keys config's cluster kernel fit on the device at once, per size.
+struct ClusterRoom {
+  int of8;   ///< clusters of 8 CTAs (0: none, or the queries failed)
+  int of16;  ///< clusters of 16 CTAs (non-portable)
+};
+
+/// Readies Cfg's cluster kernel on the current device once (its dynamic shared memory, non-portable
+/// cluster sizes) and reads its ClusterRoom; the plan's choice and the launch both rest on it.
+template <class T, class LenT, class Cfg>
+inline ClusterRoom flash_cluster_room() {
+  static std::atomic<int> cache[kMaxDevices][2];  // 1 + clusters of 8, of 16 (0: not read yet)
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return {0, 0};
+  if (cache[dev][0].load() == 0) {
+    auto kernel = flash_mma_kernel<T, LenT, Cfg, true>;
+    bool ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(Cfg::kSmemBytes)) == cudaSuccess &&
+              cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
+    auto room = [&](unsigned size) {
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(1, 1, size);
+      config.blockDim = dim3(Cfg::kThreads);
+      config.dynamicSmemBytes = Cfg::kSmemBytes;
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = 1;
+      attr[0].val.clusterDim.y = 1;
+      attr[0].val.clusterDim.z = size;
+      config.attrs = attr;
+      config.numAttrs = 1;
+      int clusters = 0;
+      ok = ok && cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess;
+      return ok ? clusters : 0;
+    };
+    int const of8 = room(kClusterPortable);
+    int const of16 = room(kClusterNonPortable);
+    if (!ok) (void)cudaGetLastError();  // a refused query must not read as a later launch's error
+    cache[dev][1].store(of16 + 1);
+    cache[dev][0].store(of8 + 1);
+  }
+  return {cache[dev][0].load() - 1, cache[dev][1].load() - 1};
+}
+
+template <class T, class LenT>
+inline ClusterRoom keys_cluster_room(int head_dim) {
+  if constexpr (is_half_v<T>) {
+    return head_dim == 64 ? flash_cluster_room<T, LenT, FlashKeysConfig<64>>()
+                          : flash_cluster_room<T, LenT, FlashKeysConfig<128>>();
+  } else {
+    return {0, 0};
+  }
+}
+
 /// The tier and split of a call on the current device; attention() and the workspace size agree.
+/// Where this module's sm_90 code runs, the keys config's splits of a (row block, batch · kv head)
+/// form one cluster: at most 16 of them when every cluster of 16 the call launches fits at once,
+/// else at most the portable 8.
 template <class T, class LenT>
 inline AttnPlan attention_plan(AttentionArgs<T, LenT> const& a, int head_dim) {
   DeviceFacts const dev = device_facts();
@@ -313,8 +341,19 @@ inline AttnPlan attention_plan(AttentionArgs<T, LenT> const& a, int head_dim) {
     FlashFacts const f = flash_facts(head_dim, keys);
     if (f.smem <= static_cast<size_t>(dev.smem_optin)) {
       int64_t const row_blocks = (g * a.sq + f.rows - 1) / f.rows;
-      return split_keys(keys ? AttnTier::mma_keys : AttnTier::mma_rows, row_blocks * a.batch * a.kv_heads,
-                        static_cast<int64_t>(dev.sms) * f.per_sm, a.skv, f.step, kFlashMinChunk, row_blocks);
+      int64_t const ctas = row_blocks * a.batch * a.kv_heads;
+      int64_t const target = static_cast<int64_t>(dev.sms) * f.per_sm;
+      AttnTier const tier = keys ? AttnTier::mma_keys : AttnTier::mma_rows;
+      AttnPlan plan = split_keys(tier, ctas, target, a.skv, f.step, kFlashMinChunk, row_blocks);
+      if (keys && plan.splits > 1 && dev.sm90_code) {
+        ClusterRoom const room = keys_cluster_room<T, LenT>(head_dim);
+        int const cap = room.of16 >= ctas ? kClusterNonPortable : room.of8 > 0 ? kClusterPortable : 0;
+        if (cap > 0) {
+          plan = split_keys(tier, ctas, target, a.skv, f.step, kFlashMinChunk, row_blocks, cap);
+          plan.cluster = plan.splits > 1;
+        }
+      }
+      return plan;
     }
   }
   int64_t const blocks = (g * a.sq + kAttnWarps - 1) / kAttnWarps;
@@ -341,7 +380,7 @@ inline cudaError_t allow_smem(Kernel kernel, size_t smem, std::atomic<unsigned l
 template <class T, class LenT, class Cfg>
 inline cudaError_t flash_mma(AttentionArgs<T, LenT> const& a, AttnPartials part, AttnPlan const& plan,
                              cudaStream_t stream) {
-  auto kernel = flash_mma_kernel<T, LenT, Cfg>;
+  auto kernel = flash_mma_kernel<T, LenT, Cfg, false>;
   static std::atomic<unsigned long long> raised{0};
   cudaError_t const err = allow_smem(kernel, Cfg::kSmemBytes, raised);
   if (err != cudaSuccess) return err;
@@ -351,13 +390,38 @@ inline cudaError_t flash_mma(AttentionArgs<T, LenT> const& a, AttnPartials part,
                        static_cast<int>(plan.chunk));
 }
 
+/// The keys config with one cluster of plan.splits CTAs per (row block, batch · kv head), merged
+/// inside it: one launch, with PDL (the plan picks this only where sm_90 code runs, as
+/// launch_kernel's PDL does; flash_cluster_room readied the kernel).
+template <class T, class LenT, class Cfg>
+inline cudaError_t flash_mma_cluster(AttentionArgs<T, LenT> const& a, AttnPlan const& plan, cudaStream_t stream) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(a.batch * a.kv_heads),
+                        static_cast<unsigned>(plan.splits));
+  config.blockDim = dim3(Cfg::kThreads);
+  config.dynamicSmemBytes = Cfg::kSmemBytes;
+  config.stream = stream;
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 1;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = static_cast<unsigned>(plan.splits);
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attr;
+  config.numAttrs = 2;
+  return cudaLaunchKernelEx(&config, flash_mma_kernel<T, LenT, Cfg, true>, a, AttnPartials{nullptr, nullptr, 0},
+                            static_cast<int>(plan.chunk));
+}
+
 }  // namespace detail
 
 template <class T, class LenT>
 inline size_t attention_workspace_bytes(AttentionArgs<T, LenT> const& a, int head_dim) {
   int64_t const rows = a.batch * a.heads * a.sq;
   if (rows == 0) return 0;
-  return detail::attention_partial_bytes(detail::attention_plan(a, head_dim).splits, rows, head_dim);
+  detail::AttnPlan const plan = detail::attention_plan(a, head_dim);
+  return plan.cluster ? 0 : detail::attention_partial_bytes(plan.splits, rows, head_dim);
 }
 
 /**
@@ -371,14 +435,19 @@ inline cudaError_t attention(AttentionArgs<T, LenT> const& a, void* workspace, c
   int64_t const rows = a.batch * a.heads * a.sq;
   if (rows == 0) return cudaSuccess;
   detail::AttnPlan const plan = detail::attention_plan(a, D);
-  detail::AttnPartials const part = plan.splits > 1 ? detail::AttnPartials::in(workspace, plan.splits, rows)
-                                                    : detail::AttnPartials{nullptr, nullptr, rows};
+  bool const merged = plan.splits > 1 && !plan.cluster;  // partials in the workspace, a merge kernel
+  detail::AttnPartials const part = merged ? detail::AttnPartials::in(workspace, plan.splits, rows)
+                                           : detail::AttnPartials{nullptr, nullptr, rows};
   cudaError_t err = cudaSuccess;
   if (plan.tier != detail::AttnTier::simt) {
     if constexpr (is_half_v<T> && (D == 64 || D == 128)) {
-      err = plan.tier == detail::AttnTier::mma_rows
-                ? detail::flash_mma<T, LenT, detail::FlashRowsConfig<D>>(a, part, plan, stream)
-                : detail::flash_mma<T, LenT, detail::FlashKeysConfig<D>>(a, part, plan, stream);
+      if (plan.tier == detail::AttnTier::mma_rows) {
+        err = detail::flash_mma<T, LenT, detail::FlashRowsConfig<D>>(a, part, plan, stream);
+      } else if (plan.cluster) {
+        err = detail::flash_mma_cluster<T, LenT, detail::FlashKeysConfig<D>>(a, plan, stream);
+      } else {
+        err = detail::flash_mma<T, LenT, detail::FlashKeysConfig<D>>(a, part, plan, stream);
+      }
     } else {
       return cudaErrorInvalidValue;  // the plan never picks tensor cores for these
     }
@@ -393,10 +462,10 @@ inline cudaError_t attention(AttentionArgs<T, LenT> const& a, void* workspace, c
     dim3 const grid(static_cast<unsigned>(a.batch * a.kv_heads * plan.row_blocks), static_cast<unsigned>(plan.splits));
     err = launch_kernel(kernel, grid, dim3(detail::kAttnWarps * 32), smem, stream, a, part, plan.chunk, aligned);
   }
-  if (err != cudaSuccess || plan.splits == 1) return err;
+  if (err != cudaSuccess || !merged) return err;
   // The merge launches while the split kernel runs and waits in pdl_begin() for its partials.
   return launch_kernel(detail::attention_merge<T, D>, dim3(static_cast<unsigned>(rows)),
-                       dim3(detail::kMergeWarps * 32), 0, stream, part, a.out, plan.splits);
+                       dim3(detail::kMergeRuns * 32), 0, stream, part, a.out, plan.splits);
 }
 
 }  // namespace tilefoundry::atoms

@@ -1,5 +1,6 @@
 // What every tier of the attention atom (attention.cuh) shares: the call's arguments, the valid
-// key length of a batch, and the split-KV partials a second kernel merges in split order.
+// key length of a batch, and the workspace layout of split-KV partials that attention_merge
+// (attention_merge.cuh) combines in split order (the in-cluster merge keeps them in shared memory).
 //
 //   partials of split s, output row r (= (b * Hq + h) * Sq + i):
 //     ml [(s * rows + r) * 2 + {0, 1}]   running max m (log2 units: scale · log2(e) · q·k) and sum l

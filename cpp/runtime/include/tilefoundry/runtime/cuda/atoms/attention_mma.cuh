@@ -18,9 +18,11 @@
 // Pipeline: K/V steps stream through Stages shared-memory stages with cp.async, Stages - 1 steps
 // ahead; one barrier per step (the stage refilled at step s was consumed at step s - 1).
 // Epilogue: each warp parks (O, m, l) in shared memory (over Q and the drained stages); the CTA
-// combines its key warps and writes either out (16-bit, 8-byte stores) or split-KV partials.
-// Grid: (row blocks, batch · Hkv, splits); causal launches each head's last (heaviest) row
-// block first.
+// combines its key warps and writes out (16-bit, 8-byte stores), or split-KV partials: to the
+// workspace for attention_merge, or (Cluster, sm_90) beside the combine buffer in its own shared
+// memory, where cluster_merge (attention_merge.cuh) reads them across the cluster.
+// Grid: (row blocks, batch · Hkv, splits), Cluster: one cluster of `splits` CTAs along z (rank =
+// split); causal launches each head's last (heaviest) row block first.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +32,7 @@
 #include <cuda_runtime_api.h>
 
 #include <tilefoundry/runtime/cuda/atoms/attention_args.cuh>
+#include <tilefoundry/runtime/cuda/atoms/attention_merge.cuh>
 #include <tilefoundry/runtime/cuda/atoms/gemm_sm80.cuh>
 #include <tilefoundry/runtime/cuda/atoms/launch.cuh>
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
@@ -257,7 +260,8 @@ __device__ __forceinline__ void flash_slice(FlashWarpState<D>& w, T const* kt, T
 
 // ---------------------------------------------------------------- the kernel
 
-template <class T, class LenT, class Cfg>
+/// Cluster: the CTAs of blockIdx.z are one cluster whose cluster_merge writes out (`part` unused).
+template <class T, class LenT, class Cfg, bool Cluster>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
   pdl_begin();
@@ -402,6 +406,12 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
   __syncthreads();
   float* const cmb = reinterpret_cast<float*>(flash_smem);  // (warps, 16, CP)
   float* const st = cmb + Cfg::kWarps * 16 * CP;        // (warps, 16, 2): m, l
+  float* const park_acc = st + Cfg::kWarps * 16 * 2;    // Cluster: the CTA's partial (kRows, D) ...
+  float* const park_ml = park_acc + Cfg::kRows * D;     // ... and its (kRows, 2): m, l
+  static_assert(!Cluster || (static_cast<size_t>(Cfg::kWarps) * 16 * (CP + 2) + Cfg::kRows * (D + 2)) * 4 <=
+                                Cfg::kSmemBytes,
+                "attention tensor-core tier: the parked cluster partial must fit beside the combine buffer");
+  static_assert((Cfg::kWarps * 16 * (CP + 2)) % 4 == 0, "attention tensor-core tier: parked rows 16-byte aligned");
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     w.l[h] += __shfl_xor_sync(0xffffffffu, w.l[h], 1);
@@ -447,7 +457,13 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
       acc.w += wt * x.w;
     }
     int64_t const orow = row_base + rho0 + r;
-    if (gridDim.z == 1) {
+    if constexpr (Cluster) {
+      *reinterpret_cast<float4*>(park_acc + r * D + c4) = acc;
+      if (c4 == 0) {
+        park_ml[r * 2] = mm;
+        park_ml[r * 2 + 1] = ll;
+      }
+    } else if (gridDim.z == 1) {
       float const inv = ll > 0.0f ? 1.0f / ll : 0.0f;
       uint2 const packed = make_uint2(pack_half2<T>(acc.x * inv, acc.y * inv), pack_half2<T>(acc.z * inv, acc.w * inv));
       *reinterpret_cast<uint2*>(a.out + orow * D + c4) = packed;
@@ -459,6 +475,10 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
         part.ml[slot * 2 + 1] = ll;
       }
     }
+  }
+  if constexpr (Cluster) {  // every CTA gets here, an empty chunk's with m = -inf, l = 0
+    int const rows = static_cast<int>(rows_kv - rho0 < Cfg::kRows ? rows_kv - rho0 : Cfg::kRows);
+    cluster_merge<T, D, Cfg::kThreads>(park_acc, park_ml, rows, a.out + (row_base + rho0) * D);
   }
 }
 
