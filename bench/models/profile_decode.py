@@ -5,12 +5,17 @@ target, runs a few eager decode steps (no CUDA graph, so every launch is traced)
 kernel's total and per-step time, its launches per step, and the step's kernel time against
 its weight-streaming floor at the given bandwidth:
 
-    python bench/models/profile_decode.py --out /tmp/qwen3 [--steps 8] [--top 25] [--tb-s 4.1]
+    python bench/models/profile_decode.py --out /tmp/qwen3 [--steps 8] [--top 25] [--tb-s 4.1] [--no-pdl]
+
+With programmatic dependent launch (the default on Hopper) a kernel is launched while its
+predecessor runs and waits for it, so the profiler charges it part of its predecessor's time;
+--no-pdl turns PDL off for the whole run (TILEFOUNDRY_CUDA_PDL=0), so each kernel is timed alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -39,7 +44,10 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--tb-s", type=float, default=4.1, help="bandwidth of the floor, TB/s")
     ap.add_argument("--context", type=int, default=2048)
+    ap.add_argument("--no-pdl", action="store_true", help="launch without programmatic dependent launch")
     args = ap.parse_args()
+    if args.no_pdl:
+        os.environ["TILEFOUNDRY_CUDA_PDL"] = "0"  # read by each module at its first launch
     from tilefoundry.models import open_model
     from tilefoundry.runtime import generate
 

@@ -409,7 +409,7 @@ inline cudaError_t flash_mma_cluster(AttentionArgs<T, LenT> const& a, AttnPlan c
   attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[1].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attr;
-  config.numAttrs = 2;
+  config.numAttrs = device_facts().pdl ? 2 : 1;
   return cudaLaunchKernelEx(&config, flash_mma_kernel<T, LenT, Cfg, true>, a, AttnPartials{nullptr, nullptr, 0},
                             static_cast<int>(plan.chunk));
 }

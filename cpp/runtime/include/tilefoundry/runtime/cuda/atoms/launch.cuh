@@ -11,9 +11,10 @@
 //
 // Only kernels that open with `pdl_begin()` may be launched through `launch_kernel`: one
 // without the wait would race its predecessor. PDL is used only on sm_90+ devices running code
-// of this module built for sm_90+ (an sm_80 build has the wait compiled out); otherwise
-// `launch_kernel` is a plain stream-ordered launch. CUDA-graph capture records the
-// programmatic edges (CUDA 12.3+), so replayed steps keep the overlap.
+// of this module built for sm_90+ (an sm_80 build has the wait compiled out), and not when
+// TILEFOUNDRY_CUDA_PDL=0 (for profiling); otherwise `launch_kernel` is a plain stream-ordered
+// launch. CUDA-graph capture records the programmatic edges (CUDA 12.3+), so replayed steps
+// keep the overlap.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -46,7 +47,7 @@ inline cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 bloc
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attr;
-  config.numAttrs = detail::device_facts().sm90_code ? 1 : 0;
+  config.numAttrs = detail::device_facts().pdl ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
