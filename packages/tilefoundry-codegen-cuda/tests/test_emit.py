@@ -82,11 +82,11 @@ def test_index_check_runs_before_the_gather_and_raises_after_it(cuda_source) -> 
     """Data-dependent indices are validated on the device; the verdict is read back before the gather."""
     text = cuda_source(emb)
     entry = text[text.index("void emb_entry(") :]
-    check = entry.index("launch_kernel(emb__k0_check_0, ")
+    check = entry.index("launch_kernel(emb__checks, ")
     message = "embedding: ids holds a value outside [0, V) of the table: "
-    verdict = entry.index(f'check_.raise_if_violated("{message}");')
+    verdict = entry.index(f'check_.raise_if_violated({{"{message}"}});')
     assert check < verdict < entry.index("emb__k0_embedding")
-    assert "report_index(verdict_, v0);" in text
+    assert "report_index(verdict_, 1, v0);" in text
 
 
 def test_temporaries_come_from_the_callers_allocator(sched) -> None:

@@ -10,6 +10,7 @@ text of its result, so a user sees what was decided and why:
     == hoist shared values ==   Candidate TileIR, shared producers named once
     == bind execution ==        worker / vector bindings with their reasons
     == select atoms ==          proved regions replaced by target atoms
+    == merge checks ==          index checks over unwritten inputs as one kernel, run first
     == check budget ==          Scheduled TileIR, local scratch within capacity
 """
 
@@ -24,6 +25,7 @@ from .lower import inline_calls, lower_to_tile
 from .plan.atoms import select_atoms
 from .plan.binding import bind_execution
 from .plan.budget import check_budget
+from .plan.checks import merge_checks
 from .plan.partition import Partition, partition_kernels
 from .printer import function_text
 from .target.catalog import TargetCatalog
@@ -79,6 +81,7 @@ def schedule_function(
     ir = step("hoist shared values", hoist_shared_values(ir))
     ir = step("bind execution", bind_execution(ir, catalog, options))
     ir = step("select atoms", select_atoms(ir, catalog, options))
+    ir = step("merge checks", merge_checks(ir))
     ir = step("check budget", check_budget(ir, catalog))
     return ir
 

@@ -22,6 +22,7 @@ may start launching while its predecessor finishes (programmatic dependent launc
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,8 +31,8 @@ from tilefoundry.ir.dims import dim_vars, format_dim
 from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.target import Sources, TargetCatalog
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype, entry_checks, shape_text
-from tilefoundry.ir.tile.expr import floordiv
-from tilefoundry.ir.tile.stmt import Buffer, Check, Program, walk_stmts
+from tilefoundry.ir.tile.expr import floordiv, maximum
+from tilefoundry.ir.tile.stmt import Buffer, Program
 
 from . import atoms, attention_atom, gemm_atom  # noqa: F401  (the atom families register themselves)
 from .kernels import dim_names, emit_kernels, work
@@ -93,18 +94,17 @@ def _launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     """Host lines that launch one realization, skipping an empty domain."""
     if r.kind == "atom":
         return atoms.launch(program, r, cx)
-    cfg = _derive_launch_config(r, cx)
+    cfg = _check_launch_config(r, cx) if r.kind == "check" else _derive_launch_config(r, cx)
     args = ", ".join(_args(program, r))
     kname = r.kernel.name
     out = ["{", f"  const int64_t work_ = {cfg.work};", "  if (work_ > 0) {"]
     if r.kind == "check":
-        (check,) = {s.message: s for s in walk_stmts(r.body) if isinstance(s, Check)}.values()
-        msg = check.message.replace("\\", "\\\\").replace('"', '\\"')
+        msgs = ", ".join('"' + m.replace("\\", "\\\\").replace('"', '\\"') + '"' for m in r.messages)
         out += [
             "    IndexCheck check_(e, stream_);",
             f"    {_call(r.name, cfg, args + ', check_.verdict()')}",
             f'    e.launched("{kname}");',
-            f'    check_.raise_if_violated("{msg}");',
+            f"    check_.raise_if_violated({{{msgs}}});",
         ]
     elif r.packs is not None:
         vcfg = _derive_launch_config(r, cx, packed=True)
@@ -121,6 +121,12 @@ def _launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     else:
         out += [f"    {_call(r.name, cfg, args)}", f'    e.launched("{kname}");']
     return [*out, "  }", "}"]
+
+
+def _check_launch_config(r: Realization, cx: CExpr) -> LaunchConfig:
+    """One launch for every nest of a check: threads for the largest, each nest striding over its own."""
+    works = dict.fromkeys(work([c.extent for c in chain]) for chain, _ in r.nests)
+    return LaunchConfig(cx(functools.reduce(maximum, works)), r.threads, r.threads)
 
 
 def _call(name: str, cfg: LaunchConfig, args: str) -> str:

@@ -14,11 +14,11 @@ visited with a grid-stride loop, so any grid the launch config picks covers the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
 from tilefoundry.ir.tile.expr import Const, Expr, floordiv, loads, mul
-from tilefoundry.ir.tile.stmt import Buffer, Kernel, Program, stmt_exprs, walk_stmts
+from tilefoundry.ir.tile.stmt import Buffer, Check, Kernel, Program, Stmt, stmt_exprs, walk_stmts
 
 from .group import GroupCode, unflatten
 from .placed import local_loops
@@ -103,13 +103,35 @@ def _grid(program: Program, r: Realization) -> list[str]:
     return out + vec + ["  }", "}", ""]
 
 
+class _CheckCode(SerialCode):
+    """Serial code of an index check: a violated Check reports its 1-based id with the value."""
+
+    def __init__(self, dims: Mapping[str, str], kernel: str, messages: tuple[str, ...]):
+        super().__init__(dims, kernel)
+        self.ids = {m: i for i, m in enumerate(messages, 1)}
+
+    def stmt(self, s: Stmt, depth: int, names: Mapping[str, str]) -> list[str]:
+        if not isinstance(s, Check):
+            return super().stmt(s, depth, names)
+        cx = self.cx(names)
+        report = f"report_index(verdict_, {self.ids[s.message]}, {cx(s.shown)});"
+        return indent([f"if (!({cx(s.cond)})) {report}"], depth)
+
+
 @emitter("check")
 def _check(program: Program, r: Realization) -> list[str]:
-    serial = SerialCode(dim_names(program), r.kernel.name)
-    cx = serial.cx()
+    """Every nest of the check in one kernel: a grid-stride loop each, rank-0 checks on thread 0."""
+    code = _CheckCode(dim_names(program), r.kernel.name, r.messages)
+    cx = code.cx()
     out = [*_head(r, program, ("IndexVerdict verdict_",))]
-    out += _grid_loop(r, cx, [c.extent for c in r.chain], [c.var for c in r.chain])
-    return out + serial.stmt(r.body, 2, {}) + ["  }", "}", ""]
+    out += [f"  // check {i}: {m}".rstrip() for i, m in enumerate(r.messages, 1)]
+    for chain, body in r.nests:
+        if not chain:
+            out += ["  if (blockIdx.x == 0 && threadIdx.x == 0) {", *code.stmt(body, 2, {}), "  }"]
+            continue
+        loop = _grid_loop(r, cx, [c.extent for c in chain], [c.var for c in chain])
+        out += ["  {", *indent(loop, 1), *code.stmt(body, 3, {}), "    }", "  }"]
+    return [*out, "}", ""]
 
 
 @emitter("rows")

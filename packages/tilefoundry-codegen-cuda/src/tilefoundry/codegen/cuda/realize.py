@@ -10,7 +10,8 @@ wins, and every refusal is recorded with its reason (`Kernel.decisions`, printed
     attention  the body is exactly the attention nest over buffers (attention.py): the
                flash atom (its CUDA-core tier's K/V stages sized against the catalog's shared
                memory; 16-bit head dims 64/128 also have the tensor-core tier, picked per call)
-    check      data-dependent index validation: one thread per checked element
+    check      data-dependent index validation: one launch running every loop nest, one thread
+               per checked element
     rows       instance body with a loop the lanes can share (a parallel loop, or a
                reduction that may be reassociated): a warp per instance when the
                shared extents are small, else a CTA; scratch in shared memory
@@ -30,9 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilefoundry.ir.errors import PlanError
+from tilefoundry.ir.plan.checks import check_units
 from tilefoundry.ir.target import TargetCatalog
 from tilefoundry.ir.tile.expr import Const, free_vars
-from tilefoundry.ir.tile.stmt import Alloc, AtomCall, Check, For, Kernel, Seq, Stmt, walk_stmts
+from tilefoundry.ir.tile.stmt import Alloc, AtomCall, Check, For, Kernel, Stmt, seq, walk_stmts
 
 from .attention import atom_blocker, atom_call, match_attention
 from .group import GroupCode
@@ -69,6 +71,8 @@ class Realization:
         smem_bytes: static shared memory of the kernel.
         reassociate, vectorize: the options a rows realization shares loops under.
         placed: the launch of a placed realization (gridDim, blockDim, the loops' cuts).
+        nests: a check's loop nests, each (instance loops, body), all run by its one launch.
+        messages: a check's distinct messages; a violation reports the 1-based position of its own.
         notes: the decisions behind it, printed above the kernel.
     """
 
@@ -84,6 +88,8 @@ class Realization:
     reassociate: bool = False
     vectorize: bool = True
     placed: PlacedGrid | None = None
+    nests: tuple[tuple[tuple[For, ...], Stmt], ...] = ()
+    messages: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
 
 
@@ -235,40 +241,29 @@ def _attention(r: Realizer) -> list[Realization] | str | None:
 def _check(r: Realizer) -> list[Realization] | None:
     if r.k.form != "index check":
         return None
-    out = []
-    for i, nest in enumerate(_check_nests(r.k.body)):
+    nests = []
+    for nest in _check_nests(r.k.body):
         chain, body = instance_chain(nest, bound_only=False)
-        if any(not isinstance(s, (Seq,)) and isinstance(s, (For, Alloc)) for s in walk_stmts(body)):
+        if any(isinstance(s, (For, Alloc)) for s in walk_stmts(body)):
             raise PlanError(f"cuda: kernel {r.k.name}: an index check holds loops below its element loops")
-        out.append(
-            Realization(
-                "check",
-                f"{r.name}_{i}",
-                r.k,
-                chain,
-                body,
-                notes=[
-                    "cuda: index check, one thread per checked element (checks are independent reads); "
-                    "a violation raises after the kernel, or traps inside a CUDA-graph capture"
-                ],
-            )
-        )
-    return out
+        nests.append((chain, body))
+    messages = tuple(dict.fromkeys(s.message for s in walk_stmts(r.k.body) if isinstance(s, Check)))
+    note = (
+        f"cuda: index check, one launch for its {len(nests)} loop nest{'s' if len(nests) > 1 else ''}: each "
+        "a grid-stride loop, one thread per checked element (rank-0 checks on thread 0); a violation "
+        "records its check's id and value, raised after the kernel, or traps inside a CUDA-graph capture"
+    )
+    return [
+        Realization("check", r.name, r.k, (), r.k.body, nests=tuple(nests), messages=messages, notes=[note])
+    ]
 
 
 def _check_nests(body: Stmt) -> list[Stmt]:
-    """The loop nests of an index-check kernel; statements between loops (a rank-0 check) group together."""
-    nests: list[Stmt] = []
-    loose: list[Stmt] = []
-    for s in body.body if isinstance(body, Seq) else (body,):
-        if isinstance(s, For):
-            if loose:
-                nests.append(Seq(tuple(loose)))
-                loose = []
-            nests.append(s)
-        else:
-            loose.append(s)
-    return [*nests, Seq(tuple(loose))] if loose else nests
+    """The loop nests of an index-check kernel, then its rank-0 checks together (thread 0 runs them)."""
+    units = check_units(body)
+    nests = [u for u in units if isinstance(u, For)]
+    scalar = [u for u in units if not isinstance(u, For)]
+    return [*nests, seq(*scalar)] if scalar else nests
 
 
 def rows_smem(gc: GroupCode, body: Stmt, slots: int) -> int | None:

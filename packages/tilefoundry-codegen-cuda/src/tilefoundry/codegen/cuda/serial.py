@@ -9,7 +9,7 @@ kind, so a reduction is never reordered:
                                            }
 
 Kernel-local scratch (`Alloc`) becomes a thread-local array sized by the buffer's largest
-extents; a Check reports into the kernel's index verdict.
+extents. Checks are emitted by the index-check kernel (kernels.py), which numbers them.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tilefoundry.ir.dims import Dim, dim_bounds
 from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype, shape_text
 from tilefoundry.ir.tile.expr import Load, Var
-from tilefoundry.ir.tile.stmt import Alloc, Assign, AtomCall, Buffer, Check, For, If, Let, Seq, Stmt, Store
+from tilefoundry.ir.tile.stmt import Alloc, Assign, AtomCall, Buffer, For, If, Let, Seq, Stmt, Store
 
 # A thread-local scratch array larger than this would spill to local memory at every access.
 THREAD_SCRATCH_BYTES = 16384
@@ -78,8 +78,6 @@ class SerialCode:
             if s.orelse is not None:
                 out += indent(["} else {"], depth) + self.stmt(s.orelse, depth + 1, names)
             return out + indent(["}"], depth)
-        if isinstance(s, Check):
-            return indent([f"if (!({cx(s.cond)})) report_index(verdict_, {cx(s.shown)});"], depth)
         if isinstance(s, Alloc):
             return self.alloc(s, depth, names)
         if isinstance(s, AtomCall):

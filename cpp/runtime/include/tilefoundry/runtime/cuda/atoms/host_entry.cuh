@@ -18,6 +18,7 @@
 #include <tvm/ffi/function.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
 #include <tilefoundry/runtime/host_checks.h>
@@ -150,17 +151,18 @@ struct DeviceScratch {
 
 // ---------------------------------------------------------------- data-dependent index checks
 
-/// A check kernel's verdict in device memory: word 0 is set by the first violation, word 1 holds
-/// the value it saw. In a capture (or when `trap` is set) a violation traps instead, as torch's
-/// device-side asserts do: a graph cannot stop to raise.
+/// A check kernel's verdict in device memory: word 0 is set to the 1-based id of the first check
+/// found violated, word 1 holds the value it saw. In a capture (or when `trap` is set) a violation
+/// traps instead, as torch's device-side asserts do: a graph cannot stop to raise.
 struct IndexVerdict {
   unsigned long long* words;
   bool trap;
 };
 
-__device__ inline void report_index(IndexVerdict v, int64_t shown) {
+/// Record that check `check` (1-based, the host's message order) saw `shown`; the first one wins.
+__device__ inline void report_index(IndexVerdict v, unsigned long long check, int64_t shown) {
   if (v.trap) __trap();
-  if (atomicCAS(v.words, 0ull, 1ull) == 0ull) v.words[1] = static_cast<unsigned long long>(shown);
+  if (atomicCAS(v.words, 0ull, check) == 0ull) v.words[1] = static_cast<unsigned long long>(shown);
 }
 
 /// Whether `stream` is being captured into a CUDA graph.
@@ -170,9 +172,9 @@ inline bool capturing_stream(const Entry& e, cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
-/// Host side of one check kernel: zero the verdict before it, read it (one sync) after it. In a
-/// capture the kernel traps instead, so no verdict is allocated or cleared (no memset node per
-/// check in a replayed decode step).
+/// Host side of one check kernel (every check of it in one launch): zero the verdict before it,
+/// read it (one sync) after it. In a capture the kernel traps instead, so no verdict is allocated
+/// or cleared (no memset node in a replayed decode step).
 struct IndexCheck {
   const Entry& e;
   cudaStream_t stream;
@@ -188,15 +190,18 @@ struct IndexCheck {
 
   IndexVerdict verdict() const { return IndexVerdict{words.ptr, capturing}; }
 
-  /// Raise IndexError with `message` and the offending value when the kernel found one.
-  void raise_if_violated(const char* message) const {
+  /// Raise IndexError with the message of the violated check (`messages[id - 1]`) and its value.
+  void raise_if_violated(std::initializer_list<const char*> messages) const {
     if (capturing) return;
     unsigned long long host[2] = {0, 0};
     e.cuda(cudaMemcpyAsync(host, words.ptr, sizeof(host), cudaMemcpyDeviceToHost, stream), "reading an index verdict");
     e.cuda(cudaStreamSynchronize(stream), "waiting for an index check");
-    if (host[0] != 0) {
-      TVM_FFI_THROW(IndexError) << e.name << ": " << message << static_cast<int64_t>(host[1]);
+    if (host[0] == 0) return;
+    if (host[0] > messages.size()) {
+      TVM_FFI_THROW(RuntimeError) << e.name << ": an index check reported check " << host[0] << " of "
+                                  << messages.size();
     }
+    TVM_FFI_THROW(IndexError) << e.name << ": " << messages.begin()[host[0] - 1] << static_cast<int64_t>(host[1]);
   }
 };
 
