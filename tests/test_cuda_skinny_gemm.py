@@ -96,3 +96,49 @@ def test_grouped_projections_match_evaluator_on_gpu(grouped) -> None:
     """M = 1..8 run all three members in one skinny launch (rows end to end); 9 and 16 one GEMM each."""
     cat.check_compiled(grouped[0], projections, (1, 2, 3, 5, 8, 9, 16), device="cuda", tolerance=TOLERANCE,
                        make=_make_projections)
+
+
+@func
+def gated_mlp(
+    x: Tensor[(M, 1024), bf16],
+    gate: ConstTensor[(768, 1024), bf16],
+    up: ConstTensor[(768, 1024), bf16],
+    down: ConstTensor[(1024, 768), bf16],
+):
+    # silu(gate) * up is the epilogue of the gate/up group; the residual add that of the down GEMM.
+    return x + (tf.silu(x @ _t(gate)) * (x @ _t(up))) @ _t(down)
+
+
+def _make_mlp(n: int, gen: torch.Generator) -> tuple:
+    x = torch.randn(n, 1024, generator=gen).to(torch.bfloat16).cuda()
+    shapes = ((768, 1024), (768, 1024), (1024, 768))
+    ws = ((torch.randn(*s, generator=gen) / 32).to(torch.bfloat16).cuda() for s in shapes)
+    return (x, *ws)
+
+
+@pytest.fixture(scope="module")
+def mlp_epilogues() -> tuple[tilefoundry.LinkedModule, str]:
+    """`gated_mlp` built for cuda and its generated source."""
+    cat.require_nvcc()
+    stages: dict[str, str] = {}
+    linked = tilefoundry.compile(gated_mlp, target="cuda", dump=stages.__setitem__)
+    (source,) = (text for stage, text in stages.items() if stage.startswith("generate source"))
+    return linked, source
+
+
+def test_pointwise_consumers_are_gemm_epilogues(mlp_epilogues) -> None:
+    """silu(gate) * up and the residual add become the epilogues of their GEMM calls; their own
+    kernels launch only when the atom did not apply them (the tiled tiers); nvcc builds it."""
+    _, source = mlp_epilogues
+    assert source.count("gemm_epilogue<GemmLayout::rcr, 2>(") == 1
+    assert source.count("gemm_epilogue<GemmLayout::rcr, 1>(") == 1
+    assert source.count("_applied_) {") == 2
+    assert "struct k4_mul_epilogue {" in source and "struct k7_add_epilogue {" in source
+
+
+@pytest.mark.gpu
+def test_gemm_epilogues_match_evaluator_on_gpu(mlp_epilogues) -> None:
+    """M = 1..8 apply both epilogues inside the skinny launches; 9 and 16 write C and run the kernels."""
+    linked, _ = mlp_epilogues
+    sizes = (1, 2, 3, 5, 8, 9, 16)
+    cat.check_compiled(linked, gated_mlp, sizes, device="cuda", tolerance=TOLERANCE, make=_make_mlp)

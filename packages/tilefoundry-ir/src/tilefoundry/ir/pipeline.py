@@ -11,6 +11,8 @@ text of its result, so a user sees what was decided and why:
     == bind execution ==        worker / vector bindings with their reasons
     == select atoms ==          proved regions replaced by target atoms
     == merge checks ==          index checks over unwritten inputs as one kernel, run first
+    == group gemms ==           GEMM atoms sharing A merged into one call
+    == fuse epilogues ==        a GEMM's element-wise consumer named its epilogue
     == check budget ==          Scheduled TileIR, local scratch within capacity
 """
 
@@ -26,6 +28,8 @@ from .plan.atoms import select_atoms
 from .plan.binding import bind_execution
 from .plan.budget import check_budget
 from .plan.checks import merge_checks
+from .plan.gemm_epilogues import fuse_epilogues
+from .plan.gemm_groups import group_gemms
 from .plan.partition import Partition, partition_kernels
 from .printer import function_text
 from .target.catalog import TargetCatalog
@@ -82,6 +86,8 @@ def schedule_function(
     ir = step("bind execution", bind_execution(ir, catalog, options))
     ir = step("select atoms", select_atoms(ir, catalog, options))
     ir = step("merge checks", merge_checks(ir))
+    ir = step("group gemms", group_gemms(ir, catalog))
+    ir = step("fuse epilogues", fuse_epilogues(ir, catalog))
     ir = step("check budget", check_budget(ir, catalog))
     return ir
 

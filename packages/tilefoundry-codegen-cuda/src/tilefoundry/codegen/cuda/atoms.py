@@ -25,12 +25,17 @@ from .realize import Realization
 
 @dataclass(frozen=True)
 class AtomKind:
-    """What the code generator knows about one family of catalog atoms (matched by name prefix)."""
+    """What the code generator knows about one family of catalog atoms (matched by name prefix).
+
+    Attributes:
+        device: device code the call needs beside the runtime's templates (an epilogue functor).
+    """
 
     prefix: str
     recheck: Callable[[Realization], None]
     launch: Callable[[Program, Realization, CExpr], list[str]]
     macros: tuple[str, ...] = ()
+    device: Callable[[Program, Realization], list[str]] | None = None
 
 
 KINDS: list[AtomKind] = []
@@ -62,11 +67,13 @@ def features(r: Realization) -> tuple[str, ...]:
 
 
 def emit_device(program: Program, r: Realization) -> list[str]:
-    """Device code of an atom: its templates live in the runtime headers; a comment marks the kernel."""
-    _kind(r).recheck(r)
+    """Device code of an atom: a comment marking the kernel, and what its family adds to the templates."""
+    kind = _kind(r)
+    kind.recheck(r)
     k = r.kernel
     lines = [f"// kernel {k.name} [{k.form}]" + (f": {', '.join(k.origin)}" if k.origin else "")]
-    return [*lines, *(f"//   {d}" for d in k.decisions), ""]
+    lines += [f"//   {d}" for d in k.decisions]
+    return [*lines, *(kind.device(program, r) if kind.device is not None else []), ""]
 
 
 def launch(program: Program, r: Realization, cx: CExpr) -> list[str]:

@@ -172,6 +172,8 @@ def _gemm_atoms() -> list[MmaAtom]:
         "c_layout": "(M,N):(N,1)",
         # atoms/gemm.cuh's gemm_group: up to four GEMMs sharing A per call (one launch when skinny)
         "shared_a_group": 4,
+        # ... and applies a pointwise consumer of its results in the same launch (gemm_epilogue)
+        "epilogue": True,
     }
     tiles = (
         ("sm90_gemm_tma_wgmma_128x128x64", (128, 128, 64), ("tma", "wgmma"), ("bf16", "f16")),

@@ -32,10 +32,11 @@ from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.target import Sources, TargetCatalog
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype, entry_checks, shape_text
 from tilefoundry.ir.tile.expr import floordiv, maximum
-from tilefoundry.ir.tile.stmt import Buffer, Program
+from tilefoundry.ir.tile.stmt import AtomCall, Buffer, Program
 
 from . import atoms, attention_atom, gemm_atom  # noqa: F401  (the atom families register themselves)
-from .kernels import dim_names, emit_kernels, work
+from .gemm_atom import epilogue_flag
+from .kernels import dim_names, emit_kernels, kernel_args, work
 from .realize import Realization, realize_kernel
 
 NAME = "cuda"
@@ -85,17 +86,12 @@ def _derive_launch_config(r: Realization, cx: CExpr, packed: bool = False) -> La
     return LaunchConfig(cx(work(extents)), r.threads, per_block)
 
 
-def _args(program: Program, r: Realization) -> list[str]:
-    k = r.kernel
-    return [cname(b) for b in (*k.reads, *k.writes)] + [f"d_{d.var.name}" for d in program.dims]
-
-
 def _launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     """Host lines that launch one realization, skipping an empty domain."""
     if r.kind == "atom":
         return atoms.launch(program, r, cx)
     cfg = _check_launch_config(r, cx) if r.kind == "check" else _derive_launch_config(r, cx)
-    args = ", ".join(_args(program, r))
+    args = ", ".join(kernel_args(program, r.kernel))
     kname = r.kernel.name
     out = ["{", f"  const int64_t work_ = {cfg.work};", "  if (work_ > 0) {"]
     if r.kind == "check":
@@ -147,8 +143,13 @@ def _entry(program: Program, realizations: list[Realization]) -> list[str]:
         count = " * ".join(cx.dim(d) for d in t.shape) or "1"
         out.append(f"  DeviceScratch<{ctype(t.dtype)}> {cname(t)}_mem(e, {count}, stream_);  // {_decl(t)}")
         out.append(f"  {ctype(t.dtype)}* {cname(t)} = {cname(t)}_mem.ptr;")
+    atoms_ = [k.body for k in program.kernels if isinstance(k.body, AtomCall)]
+    epilogues = {id(a.epilogue) for a in atoms_ if a.epilogue is not None}
     for r in realizations:
-        out += ["  " + x for x in _launch(program, r, cx)]
+        lines = _launch(program, r, cx)
+        if id(r.kernel) in epilogues:  # runs only where its GEMM atom did not apply it
+            lines = [f"if (!{epilogue_flag(r.kernel)}) {{", *("  " + x for x in lines), "}"]
+        out += ["  " + x for x in lines]
     return [*out, "}", ""]
 
 

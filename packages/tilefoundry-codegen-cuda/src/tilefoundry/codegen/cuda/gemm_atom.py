@@ -13,15 +13,20 @@ is re-proved.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.plan.atoms import GemmRegion, match_gemm
+from tilefoundry.ir.plan.gemm_epilogues import epilogue_chain
 from tilefoundry.ir.plan.gemm_groups import gemm_members
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
-from tilefoundry.ir.tile.expr import Const, Expr, mul
-from tilefoundry.ir.tile.stmt import AtomCall, Kernel, Program
+from tilefoundry.ir.tile.expr import Const, Expr, Load, Var, mul, transform
+from tilefoundry.ir.tile.stmt import Assign, AtomCall, Kernel, Let, Program, Stmt, Store, map_stmt
 
 from .atoms import AtomKind, register
+from .kernels import dim_names, kernel_args, kernel_params
 from .realize import Realization
+from .serial import SerialCode
 
 # Macros a generated source defines before including the runtime, per atom-name prefix: the
 # sm90 collective is compiled only into modules that use it.
@@ -68,37 +73,113 @@ def _layout_mismatch(name: str, region: GemmRegion) -> str | None:
     return None
 
 
+def epilogue_flag(e: Kernel) -> str:
+    """The host entry's flag saying the GEMM atom applied epilogue kernel `e` (so it must not run)."""
+    return f"{e.name}_applied_"
+
+
+def _functor(e: Kernel) -> str:
+    return f"{e.name}_epilogue"
+
+
+def _epilogue_device(program: Program, r: Realization) -> list[str]:
+    """The epilogue kernel's element statements as a functor the skinny GEMM calls per output."""
+    atom = r.body
+    assert isinstance(atom, AtomCall)
+    e = atom.epilogue
+    if e is None:
+        return []
+    chain = epilogue_chain(e)
+    assert chain is not None, "fuse_epilogues admits 2-D element grids only"
+    m, n = chain
+    members = gemm_members(atom)
+    own = (Var(m.var), Var(n.var))
+    slots = {id(x.c): i for i, x in enumerate(members)}
+
+    def result(x: Expr) -> Expr | None:
+        if isinstance(x, Load) and id(x.buffer) in slots and x.index == own:
+            return Var(f"c_{slots[id(x.buffer)]}", x.buffer.dtype)
+        return None
+
+    body = map_stmt(n.body, lambda st: _rewrite_loads(st, result))
+    names = {f"c_{i}": f"c[{i}]" for i in range(len(members))}
+    serial = SerialCode(dim_names(program), e.name)
+    results = f"const {ctype(members[0].c.dtype)} (&c)[{len(members)}]"
+    fields = [f"  {p};" for p in kernel_params(program, e).split(", ")]
+    return [
+        f"// epilogue {e.name} of {r.kernel.name}: its statements at one output (m, n), given the results",
+        f"struct {_functor(e)} {{",
+        *fields,
+        f"  __device__ void operator()(int64_t {m.var}, int64_t {n.var}, {results}) const {{",
+        *serial.stmt(body, 2, names),
+        "  }",
+        "};",
+    ]
+
+
+def _rewrite_loads(s: Stmt, fn: Callable[[Expr], Expr | None]) -> Stmt | None:
+    """`s` (a leaf statement) with `fn` applied to its expressions; None for a statement with children."""
+    if isinstance(s, Store):
+        return Store(s.buffer, s.index, transform(s.value, fn))
+    if isinstance(s, Let):
+        return Let(s.name, transform(s.value, fn), s.mutable)
+    if isinstance(s, Assign):
+        return Assign(s.name, transform(s.value, fn))
+    return None
+
+
+def _group_init(atom: AtomCall, cx: CExpr) -> str:
+    members = gemm_members(atom)
+    bs = ", ".join(cname(m.b) for m in members)
+    cs = ", ".join(cname(m.c) for m in members)
+    ns = ", ".join(cx(m.n) for m in members)
+    t = ctype(atom.operands[0].dtype)
+    return f"const GemmGroup<{t}> g_{{{{{bs}}}, {{{cs}}}, {{{ns}}}, {len(members)}}};"
+
+
 def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     atom = r.body
     assert isinstance(atom, AtomCall)
     layout = f"GemmLayout::{atom.atom.rsplit('_', 1)[1]}"
     a = atom.operands[0]
+    t = ctype(a.dtype)
     what = f'"the GEMM atom of kernel {r.kernel.name}"'
-    if "group" in atom.params:
-        members = gemm_members(atom)
-        t = ctype(a.dtype)
-        group = (
-            f"{{{{{', '.join(cname(m.b) for m in members)}}}, {{{', '.join(cname(m.c) for m in members)}}}, "
-            f"{{{', '.join(cx(m.n) for m in members)}}}, {len(members)}}}"
-        )
-        dims = f"{cx(atom.params['m'])}, {cx(atom.params['k'])}"
+    dims = f"{cx(atom.params['m'])}, {cx(atom.params['k'])}"
+    ws = [
+        f"  const size_t ws_bytes_ = gemm_group_workspace_bytes<{layout}>({cname(a)}, g_, {dims});",
+        "  DeviceScratch<unsigned char> ws_(e, static_cast<int64_t>(ws_bytes_), stream_);",
+    ]
+    if atom.epilogue is not None:
+        ep = atom.epilogue
+        count = len(gemm_members(atom))
+        args = ", ".join(kernel_args(program, ep))
         return [
-            f"{{  // {atom.atom} x{len(members)} sharing A: C_s = A . B_s, {t} operands, f32 accumulation",
-            f"  const GemmGroup<{t}> g_{group};",
-            f"  const size_t ws_bytes_ = gemm_group_workspace_bytes<{layout}>({cname(a)}, g_, {dims});",
-            "  DeviceScratch<unsigned char> ws_(e, static_cast<int64_t>(ws_bytes_), stream_);",
+            f"bool {epilogue_flag(ep)} = false;",
+            f"{{  // {atom.atom} x{count}, then epilogue {ep.name} where the tier can apply it",
+            f"  {_group_init(atom, cx)}",
+            f"  const {_functor(ep)} epi_{{{args}}};",
+            *ws,
+            f"  e.cuda(gemm_epilogue<{layout}, {count}>({cname(a)}, g_, {dims}, epi_, ws_.ptr, stream_, "
+            f"&{epilogue_flag(ep)}), {what});",
+            "}",
+        ]
+    if "group" in atom.params:
+        return [
+            f"{{  // {atom.atom} x{len(gemm_members(atom))} sharing A: C_s = A . B_s, {t}, f32 accumulation",
+            f"  {_group_init(atom, cx)}",
+            *ws,
             f"  e.cuda(gemm_group<{layout}>({cname(a)}, g_, {dims}, ws_.ptr, stream_), {what});",
             "}",
         ]
     _, b, c = atom.operands
     batch: Expr = Const(1)
-    for name, e in atom.params.items():
+    for name, x in atom.params.items():
         if name.startswith("batch"):
-            batch = mul(batch, e)
+            batch = mul(batch, x)
     ptrs = f"{cname(a)}, {cname(b)}, {cname(c)}"
     dims = f"{cx(batch)}, {cx(atom.params['m'])}, {cx(atom.params['n'])}, {cx(atom.params['k'])}"
     return [
-        f"{{  // {atom.atom}: C = A . B, {ctype(a.dtype)} operands, f32 accumulation",
+        f"{{  // {atom.atom}: C = A . B, {t} operands, f32 accumulation",
         f"  const size_t ws_bytes_ = gemm_workspace_bytes<{layout}>({ptrs}, {dims});",
         "  DeviceScratch<unsigned char> ws_(e, static_cast<int64_t>(ws_bytes_), stream_);",
         f"  e.cuda(gemm<{layout}>({ptrs}, {dims}, ws_.ptr, stream_), {what});",
@@ -106,6 +187,6 @@ def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     ]
 
 
-register(AtomKind("sm90_gemm_", _gemm_recheck, _gemm_launch, (SM90_GEMM_MACRO,)))
-register(AtomKind("sm80_gemm_", _gemm_recheck, _gemm_launch))
-register(AtomKind("cuda_gemm_", _gemm_recheck, _gemm_launch))
+register(AtomKind("sm90_gemm_", _gemm_recheck, _gemm_launch, (SM90_GEMM_MACRO,), _epilogue_device))
+register(AtomKind("sm80_gemm_", _gemm_recheck, _gemm_launch, device=_epilogue_device))
+register(AtomKind("cuda_gemm_", _gemm_recheck, _gemm_launch, device=_epilogue_device))

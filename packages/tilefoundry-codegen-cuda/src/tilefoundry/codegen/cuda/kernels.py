@@ -53,6 +53,11 @@ def kernel_params(program: Program, k: Kernel, extra: tuple[str, ...] = ()) -> s
     return ", ".join([*params, *extra])
 
 
+def kernel_args(program: Program, k: Kernel) -> list[str]:
+    """The host's arguments for `kernel_params(program, k)`, in order."""
+    return [cname(b) for b in (*k.reads, *k.writes)] + [f"d_{d.var.name}" for d in program.dims]
+
+
 def work(chain_extents: list[Expr]) -> Expr:
     """The number of instances: the product of the chain's extents."""
     total: Expr = Const(1)

@@ -122,6 +122,8 @@ class MmaAtom(_Atom):
             `shape:stride` notation, over (m,k), (n,k) and (m,n) column-major.
         shared_a_group: a whole-GEMM atom's most GEMMs reading one A that one call may run
             (`ir.plan.gemm_groups`); 1 for one GEMM per call.
+        epilogue: whether a whole-GEMM atom can apply an element-wise epilogue kernel to its
+            results before they reach memory (`ir.plan.gemm_epilogues`).
     """
 
     kind: Literal["mma"] = "mma"
@@ -140,6 +142,7 @@ class MmaAtom(_Atom):
     b_layout: str
     c_layout: str
     shared_a_group: int = Field(default=1, ge=1)
+    epilogue: bool = False
 
     _dtypes = field_validator("d_dtype", "a_dtype", "b_dtype", "c_dtype")(_dtype_name)
 

@@ -104,7 +104,8 @@ def format_stmt(s: Stmt, indent: int = 0) -> list[str]:
     if isinstance(s, AtomCall):
         ops = ", ".join(b.name for b in s.operands)
         params = ", ".join(f"{k}={format_expr(v)}" for k, v in s.params.items())
-        return [f"{pad}atom {s.atom}({ops}; {params})"]
+        then = f" then epilogue {s.epilogue.name}" if s.epilogue is not None else ""
+        return [f"{pad}atom {s.atom}({ops}; {params}){then}"]
     return [pad + repr(s)]
 
 

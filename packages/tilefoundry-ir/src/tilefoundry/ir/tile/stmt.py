@@ -167,12 +167,16 @@ class AtomCall(Stmt):
         operands: buffer operands, in the atom's order.
         params: the atom's scalar parameters (extents, transposes, strides) as expressions.
         replaces: the Candidate statement it stands for (kept for printing and re-checking).
+        epilogue: an element-grid kernel over the atom's output coordinates that the atom may
+            apply to its results before they reach memory (`ir.plan.gemm_epilogues`); the
+            kernel stays in the program and runs on its own when the atom does not.
     """
 
     atom: str
     operands: tuple[Buffer, ...]
     params: dict[str, Expr]
     replaces: Stmt
+    epilogue: Kernel | None = None
 
 
 def seq(*stmts: Stmt | None) -> Stmt:

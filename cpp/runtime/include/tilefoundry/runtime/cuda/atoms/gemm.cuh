@@ -20,7 +20,12 @@
 //   GemmGroup<bf16> g{{Bq, Bk, Bv}, {Cq, Ck, Cv}, {Nq, Nk, Nv}, 3};
 //   gemm_group<GemmLayout::rcr>(A, g, M, K, workspace, stream);   // workspace: gemm_group_workspace_bytes
 // runs as one skinny launch when every member takes the skinny tier with B (N, K), else as one
-// gemm() per member in order.
+// gemm() per member in order. With an element-wise epilogue over the members' results (G
+// members of equal N; `epi(m, n, c)` with c[g] = C_g[m, n] as stored):
+//   bool applied = false;
+//   gemm_epilogue<GemmLayout::rcr, 2>(A, g, M, K, epi, workspace, stream, &applied);
+//   if (!applied) { ...launch the epilogue kernel, which reads the C_g gemm_group wrote... }
+// The skinny tier applies it in its own launch and writes no C; every other tier writes C.
 #pragma once
 
 #include <cstdint>
@@ -168,6 +173,28 @@ inline cudaError_t gemm_group(T const* A, GemmGroup<T> const& g, int64_t M, int6
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
+}
+
+/// The members' results through `epi` in one skinny launch when every member takes the skinny
+/// tier with B (N, K) (`*applied` = true, no C written); else gemm_group writes every C_g
+/// (`*applied` = false) and the caller runs the epilogue. G is the member count, N equal for all.
+template <GemmLayout L, int G, class T, class Epi>
+inline cudaError_t gemm_epilogue(T const* A, GemmGroup<T> const& g, int64_t M, int64_t K, Epi const& epi,
+                                 void* workspace, cudaStream_t stream, bool* applied) {
+  static_assert(G >= 1 && G <= detail::kSkinnyBtMembers, "gemm_epilogue: 1 to kSkinnyBtMembers members");
+  *applied = false;
+  if constexpr (is_half_v<T>) {
+    bool same_n = g.count == G;
+    for (int s = 1; s < g.count; ++s) same_n = same_n && g.N[s] == g.N[0];
+    if (same_n && detail::group_is_skinny_bt<L>(A, g, M, K)) {
+      detail::SkinnyBtRows<T> rows{};
+      for (int s = 0; s < G; ++s) rows.B[s] = g.B[s];
+      rows.count = G;
+      *applied = true;
+      return detail::gemm_skinny_bt_epilogue<T, G>(A, rows, M, g.N[0], K, epi, stream);
+    }
+  }
+  return gemm_group<L>(A, g, M, K, workspace, stream);
 }
 
 }  // namespace tilefoundry::atoms

@@ -14,7 +14,9 @@
 //   output column n, its lanes stride K in 16-byte packs, a shuffle butterfly adds the lanes.
 //   Every row of B is contiguous, so one launch needs no split and no workspace. Several GEMMs
 //   sharing A (q, k, v projections) run as one launch over their rows end to end
-//   (`gemm_skinny_bt_rows`), so short projections do not each pay a launch and a ramp.
+//   (`gemm_skinny_bt_rows`), so short projections do not each pay a launch and a ramp. With an
+//   epilogue (`gemm_skinny_bt_epilogue`), G GEMMs of equal N share each warp (gate and up), and
+//   the warp hands its G results to the caller's element-wise functor instead of writing C.
 #pragma once
 
 #include <cstdint>
@@ -226,6 +228,77 @@ gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t
   }
 }
 
+/// G GEMMs sharing A with the same N, B_g (N, K): warp n computes the G dots of output column n
+/// (G x kSkinnyUnroll packs in flight per lane) and hands them to the epilogue, rounded to T as
+/// a read of C would see them: `epi(m, n, c)` with c[g] = C_g[m, n]. No C is written.
+template <class T, int MT, int G, class Epi>
+__global__ void __launch_bounds__(kSkinnyBtWarps * 32)
+gemm_skinny_nk_epilogue(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t N, int64_t K, Epi epi) {
+  pdl_begin();
+  int const lane = threadIdx.x % 32;
+  int64_t const n = static_cast<int64_t>(blockIdx.x) * kSkinnyBtWarps + threadIdx.x / 32;
+  if (n >= N) return;
+  float acc[G][MT] = {};
+  constexpr int64_t kStride = 32 * 8;
+  int64_t k = lane * 8;
+  for (; k + (kSkinnyUnroll - 1) * kStride < K; k += kSkinnyUnroll * kStride) {
+    T b[G][kSkinnyUnroll][8];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+      for (int u = 0; u < kSkinnyUnroll; ++u) load_stream(rows.B[g] + n * K + k + u * kStride, b[g][u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kSkinnyUnroll; ++u) {
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        if (m >= M) break;
+        T a[8];
+        load_pack<8>(A + m * K + k + u * kStride, a);
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+#pragma unroll
+          for (int c = 0; c < 8; ++c) acc[g][m] = acc[g][m] + cast<float>(a[c]) * cast<float>(b[g][u][c]);
+        }
+      }
+    }
+  }
+  for (; k < K; k += kStride) {
+    T b[G][8];
+#pragma unroll
+    for (int g = 0; g < G; ++g) load_stream(rows.B[g] + n * K + k, b[g]);
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (m >= M) break;
+      T a[8];
+      load_pack<8>(A + m * K + k, a);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int c = 0; c < 8; ++c) acc[g][m] = acc[g][m] + cast<float>(a[c]) * cast<float>(b[g][c]);
+      }
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+#pragma unroll
+      for (int off = 16; off > 0; off /= 2) acc[g][m] = acc[g][m] + __shfl_xor_sync(0xffffffffu, acc[g][m], off);
+    }
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (m >= M) break;
+      T c[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) c[g] = cast<T>(acc[g][m]);
+      epi(static_cast<int64_t>(m), n, c);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- host side
 
 /// How a (K, N) skinny GEMM is cut: columns per CTA, K splits, and how the splits combine.
@@ -283,7 +356,7 @@ inline cudaError_t launch_skinny_kn(SkinnyPlan plan, T const* A, T const* B, T* 
     attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[1].val.programmaticStreamSerializationAllowed = 1;
     config.attrs = attr;
-    config.numAttrs = device_facts().sm90_code ? 2 : 1;
+    config.numAttrs = device_facts().pdl ? 2 : 1;
     return cudaLaunchKernelEx(&config, kernel, A, B, C, ws, M, N, K, per);
   } else {
     cudaError_t err = launch_kernel(kernel, grid, dim3(kSkinnyThreads), 0, stream, A, B, C, ws, M, N, K, per);
@@ -357,6 +430,25 @@ inline cudaError_t gemm_skinny_bt(T const* A, T const* B, T* C, int64_t batch, i
   rows.end[0] = N;
   rows.count = 1;
   return gemm_skinny_bt_rows(A, rows, batch, M, K, stream);
+}
+
+template <class T, int MT, int G, class Epi>
+inline cudaError_t launch_skinny_nk_epilogue(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t N, int64_t K,
+                                             Epi const& epi, cudaStream_t stream) {
+  dim3 const grid(static_cast<unsigned>((N + kSkinnyBtWarps - 1) / kSkinnyBtWarps));
+  return launch_kernel(gemm_skinny_nk_epilogue<T, MT, G, Epi>, grid, dim3(kSkinnyBtWarps * 32), 0, stream, A, rows, M,
+                       N, K, epi);
+}
+
+/// epi(m, n, c) over c[g] = (A · B_gᵀ)[m, n] for the G members of `rows` (each N columns), M <= 8,
+/// K a multiple of 8, 16-byte aligned A and B_g: one launch, a warp per output column.
+template <class T, int G, class Epi>
+inline cudaError_t gemm_skinny_bt_epilogue(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t N, int64_t K,
+                                           Epi const& epi, cudaStream_t stream) {
+  if (M <= 1) return launch_skinny_nk_epilogue<T, 1, G>(A, rows, M, N, K, epi, stream);
+  if (M <= 2) return launch_skinny_nk_epilogue<T, 2, G>(A, rows, M, N, K, epi, stream);
+  if (M <= 4) return launch_skinny_nk_epilogue<T, 4, G>(A, rows, M, N, K, epi, stream);
+  return launch_skinny_nk_epilogue<T, 8, G>(A, rows, M, N, K, epi, stream);
 }
 
 }  // namespace tilefoundry::atoms::detail
