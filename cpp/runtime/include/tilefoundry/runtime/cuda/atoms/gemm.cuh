@@ -165,7 +165,7 @@ inline cudaError_t gemm_group(T const* A, GemmGroup<T> const& g, int64_t M, int6
         rows.end[s] = end += g.N[s];
       }
       rows.count = g.count;
-      return detail::gemm_skinny_bt_rows(A, rows, 1, M, K, stream);
+      return detail::gemm_skinny_bt_rows(A, rows, M, K, stream);
     }
   }
   for (int s = 0; s < g.count; ++s) {
@@ -189,9 +189,10 @@ inline cudaError_t gemm_epilogue(T const* A, GemmGroup<T> const& g, int64_t M, i
     if (same_n && detail::group_is_skinny_bt<L>(A, g, M, K)) {
       detail::SkinnyBtRows<T> rows{};
       for (int s = 0; s < G; ++s) rows.B[s] = g.B[s];
+      rows.end[0] = g.N[0];
       rows.count = G;
       *applied = true;
-      return detail::gemm_skinny_bt_epilogue<T, G>(A, rows, M, g.N[0], K, epi, stream);
+      return detail::gemm_skinny_bt_epilogue<T, G>(A, rows, M, K, epi, stream);
     }
   }
   return gemm_group<L>(A, g, M, K, workspace, stream);

@@ -37,6 +37,12 @@ inline constexpr int kSkinnyMaxSplits = 8;  // the portable cluster size
 inline constexpr int kSkinnyUnroll = 4;     // 16-byte packs of B in flight per thread
 inline constexpr int kSkinnyBtWarps = 4;
 inline constexpr int kSkinnyBtMembers = 4;  // GEMMs sharing A one B (N, K) launch may run
+inline constexpr int64_t kSkinnyBtLongRows = 32768;  // rows past which a warp takes 4
+inline constexpr int64_t kSkinnyBtLongK = 4096;      // K past which a CTA's warps split it
+inline constexpr int kSkinnyPrefetchPasses = 8;  // passes of B a warp prefetches before the PDL wait
+
+/// Start moving the 128-byte line holding `p` into L2 (no register, no ordering).
+__device__ inline void prefetch_l2(void const* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 /// 16 bytes of B: read once, so bypass L1 (`ld.global.nc.L1::no_allocate`).
 template <class T>
@@ -158,8 +164,9 @@ __global__ void gemm_skinny_reduce(float const* __restrict__ ws, T* __restrict__
   C[batch * M * N + i] = cast<T>(total);
 }
 
-/// The B (N, K) operands of one skinny launch: up to kSkinnyBtMembers GEMMs sharing A, their
-/// rows laid end to end (member s owns rows [end[s - 1], end[s]) of the launch).
+/// The B (N, K) operands of one skinny launch: up to kSkinnyBtMembers GEMMs sharing A. Laid end
+/// to end (G = 1: member s owns output rows [end[s - 1], end[s])) or side by side (G > 1: every
+/// warp computes the same rows of all G members, end[0] rows each, for an epilogue over them).
 template <class T>
 struct SkinnyBtRows {
   T const* B[kSkinnyBtMembers];
@@ -168,133 +175,167 @@ struct SkinnyBtRows {
   int count;
 };
 
-template <class T, int MT>
+/// Stores each result to its member's C (the plain GEMM).
+template <class T>
+struct SkinnyStore {
+  SkinnyBtRows<T> rows;
+  __device__ void operator()(int s, int64_t m, int64_t n, int64_t N, T const (&c)[1]) const { rows.C[s][m * N + n] = c[0]; }
+};
+
+/// Hands the G results of one output to an element-wise epilogue `f(m, n, c)` (no C is written).
+template <class F>
+struct SkinnyElementwise {
+  F f;
+  template <class T, int G>
+  __device__ void operator()(int, int64_t m, int64_t n, int64_t, T const (&c)[G]) const { f(m, n, c); }
+};
+
+/// C = A · Bᵀ rows for B (N, K). A CTA of kSkinnyBtWarps warps owns W / S groups of R consecutive
+/// output rows of one member (G members side by side); the S warps of a group split K in
+/// contiguous ranges, each lane streaming 16-byte packs with U x R x G in flight; a shuffle
+/// butterfly adds the lanes, the S partials are added in warp order through shared memory, and
+/// the results (rounded to T, as C would hold them) go to `out(member, m, n, N, c)`.
+template <class T, int MT, int G, int R, int U, int S, class Out>
 __global__ void __launch_bounds__(kSkinnyBtWarps * 32)
-gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t K) {
-  pdl_begin();
-  int64_t const batch = blockIdx.y;
+gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t K, Out out) {
+  static_assert(kSkinnyBtWarps % S == 0, "gemm_skinny_nk: the K split must divide the CTA's warps");
+  constexpr int kGroups = kSkinnyBtWarps / S;
+  __shared__ float part[S > 1 ? kSkinnyBtWarps : 1][G][R][MT];
+  pdl_release();
   int const lane = threadIdx.x % 32;
-  int64_t const r = static_cast<int64_t>(blockIdx.x) * kSkinnyBtWarps + threadIdx.x / 32;
+  int const warp = threadIdx.x / 32;
+  int const split = warp % S;
+  int64_t const r0 = (static_cast<int64_t>(blockIdx.x) * kGroups + warp / S) * R;
   int s = 0;
-  while (s + 1 < rows.count && r >= rows.end[s]) ++s;
+  if constexpr (G == 1) {
+    while (s + 1 < rows.count && r0 >= rows.end[s]) ++s;
+  }
+  int64_t const total = G == 1 ? rows.end[rows.count - 1] : rows.end[0];
+  bool const live = r0 < total;
   int64_t const begin = s == 0 ? 0 : rows.end[s - 1];
   int64_t const N = rows.end[s] - begin;
-  int64_t const n = r - begin;
-  if (r >= rows.end[rows.count - 1]) return;
-  A += batch * M * K;
-  T const* B = rows.B[s] + (batch * N + n) * K;
-  T* C = rows.C[s] + batch * M * N;
-  float acc[MT] = {};
+  int64_t const n0 = r0 - begin;
+  T const* B[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) B[g] = rows.B[G == 1 ? s : g] + n0 * K;
+  float acc[G][R][MT] = {};
   constexpr int64_t kStride = 32 * 8;  // elements of K one pass of the warp covers
-  int64_t k = lane * 8;
-  for (; k + (kSkinnyUnroll - 1) * kStride < K; k += kSkinnyUnroll * kStride) {
-    T b[kSkinnyUnroll][8];
-#pragma unroll
-    for (int u = 0; u < kSkinnyUnroll; ++u) load_stream(B + k + u * kStride, b[u]);
-#pragma unroll
-    for (int u = 0; u < kSkinnyUnroll; ++u) {
-#pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        if (m >= M) break;
-        T a[8];
-        load_pack<8>(A + m * K + k + u * kStride, a);
-#pragma unroll
-        for (int c = 0; c < 8; ++c) acc[m] = acc[m] + cast<float>(a[c]) * cast<float>(b[u][c]);
-      }
-    }
-  }
-  for (; k < K; k += kStride) {
-    T b[8];
-    load_stream(B + k, b);
-#pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      if (m >= M) break;
-      T a[8];
-      load_pack<8>(A + m * K + k, a);
-#pragma unroll
-      for (int c = 0; c < 8; ++c) acc[m] = acc[m] + cast<float>(a[c]) * cast<float>(b[c]);
-    }
-  }
-#pragma unroll
-  for (int m = 0; m < MT; ++m) {
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) acc[m] = acc[m] + __shfl_xor_sync(0xffffffffu, acc[m], off);
-  }
-  if (lane == 0) {
-#pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      if (m < M) C[m * N + n] = cast<T>(acc[m]);
-    }
-  }
-}
-
-/// G GEMMs sharing A with the same N, B_g (N, K): warp n computes the G dots of output column n
-/// (G x kSkinnyUnroll packs in flight per lane) and hands them to the epilogue, rounded to T as
-/// a read of C would see them: `epi(m, n, c)` with c[g] = C_g[m, n]. No C is written.
-template <class T, int MT, int G, class Epi>
-__global__ void __launch_bounds__(kSkinnyBtWarps * 32)
-gemm_skinny_nk_epilogue(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t N, int64_t K, Epi epi) {
-  pdl_begin();
-  int const lane = threadIdx.x % 32;
-  int64_t const n = static_cast<int64_t>(blockIdx.x) * kSkinnyBtWarps + threadIdx.x / 32;
-  if (n >= N) return;
-  float acc[G][MT] = {};
-  constexpr int64_t kStride = 32 * 8;
-  int64_t k = lane * 8;
-  for (; k + (kSkinnyUnroll - 1) * kStride < K; k += kSkinnyUnroll * kStride) {
-    T b[G][kSkinnyUnroll][8];
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-#pragma unroll
-      for (int u = 0; u < kSkinnyUnroll; ++u) load_stream(rows.B[g] + n * K + k + u * kStride, b[g][u]);
-    }
-#pragma unroll
-    for (int u = 0; u < kSkinnyUnroll; ++u) {
-#pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        if (m >= M) break;
-        T a[8];
-        load_pack<8>(A + m * K + k + u * kStride, a);
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-#pragma unroll
-          for (int c = 0; c < 8; ++c) acc[g][m] = acc[g][m] + cast<float>(a[c]) * cast<float>(b[g][u][c]);
-        }
-      }
-    }
-  }
-  for (; k < K; k += kStride) {
-    T b[G][8];
-#pragma unroll
-    for (int g = 0; g < G; ++g) load_stream(rows.B[g] + n * K + k, b[g]);
-#pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      if (m >= M) break;
-      T a[8];
-      load_pack<8>(A + m * K + k, a);
+  int64_t const per = (K / 8 + S - 1) / S * 8;  // this warp's K range, whole packs
+  int64_t const k_end = (split + 1) * per < K ? (split + 1) * per : K;
+  int64_t k = split * per + lane * 8;
+  if (live) {
+    // While the kernel before still runs (PDL), pull this warp's first passes of B into L2: a
+    // prefetch cannot read stale data, so it needs no wait, and the stream starts at full speed.
+    for (int64_t p = k; p < k_end && p < k + kSkinnyPrefetchPasses * kStride; p += kStride) {
 #pragma unroll
       for (int g = 0; g < G; ++g) {
 #pragma unroll
-        for (int c = 0; c < 8; ++c) acc[g][m] = acc[g][m] + cast<float>(a[c]) * cast<float>(b[g][c]);
+        for (int r = 0; r < R; ++r) prefetch_l2(B[g] + r * K + p);
+      }
+    }
+  }
+  pdl_wait();
+  if (live) {
+    for (; k + (U - 1) * kStride < k_end; k += U * kStride) {
+      T b[G][R][U][8];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) load_stream(B[g] + r * K + k + u * kStride, b[g][r][u]);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          if (m >= M) break;
+          T a[8];
+          load_pack<8>(A + m * K + k + u * kStride, a);
+#pragma unroll
+          for (int g = 0; g < G; ++g) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+#pragma unroll
+              for (int c = 0; c < 8; ++c) acc[g][r][m] = acc[g][r][m] + cast<float>(a[c]) * cast<float>(b[g][r][u][c]);
+            }
+          }
+        }
+      }
+    }
+    for (; k < k_end; k += kStride) {
+      T b[G][R][8];
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) load_stream(B[g] + r * K + k, b[g][r]);
+      }
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        if (m >= M) break;
+        T a[8];
+        load_pack<8>(A + m * K + k, a);
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+#pragma unroll
+            for (int c = 0; c < 8; ++c) acc[g][r][m] = acc[g][r][m] + cast<float>(a[c]) * cast<float>(b[g][r][c]);
+          }
+        }
       }
     }
   }
 #pragma unroll
   for (int g = 0; g < G; ++g) {
 #pragma unroll
-    for (int m = 0; m < MT; ++m) {
+    for (int r = 0; r < R; ++r) {
 #pragma unroll
-      for (int off = 16; off > 0; off /= 2) acc[g][m] = acc[g][m] + __shfl_xor_sync(0xffffffffu, acc[g][m], off);
+      for (int m = 0; m < MT; ++m) {
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) acc[g][r][m] = acc[g][r][m] + __shfl_xor_sync(0xffffffffu, acc[g][r][m], off);
+      }
     }
   }
-  if (lane == 0) {
+  if constexpr (S > 1) {
+    if (lane == 0) {
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+          for (int m = 0; m < MT; ++m) part[warp][g][r][m] = acc[g][r][m];
+        }
+      }
+    }
+    __syncthreads();
+    if (split != 0) return;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          float total_k = part[warp][g][r][m];
+#pragma unroll
+          for (int w = 1; w < S; ++w) total_k = total_k + part[warp + w][g][r][m];
+          acc[g][r][m] = total_k;
+        }
+      }
+    }
+  }
+  if (lane == 0 && live) {
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
       if (m >= M) break;
-      T c[G];
 #pragma unroll
-      for (int g = 0; g < G; ++g) c[g] = cast<T>(acc[g][m]);
-      epi(static_cast<int64_t>(m), n, c);
+      for (int r = 0; r < R; ++r) {
+        T c[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) c[g] = cast<T>(acc[g][r][m]);
+        out(s, static_cast<int64_t>(m), n0 + r, N, c);
+      }
     }
   }
 }
@@ -401,23 +442,66 @@ inline cudaError_t gemm_skinny(T const* A, T const* B, T* C, int64_t batch, int6
   return skinny_kn_cols<T, 8>(plan, A, B, C, ws, batch, M, N, K, stream);
 }
 
-template <class T, int MT>
-inline cudaError_t launch_skinny_nk(T const* A, SkinnyBtRows<T> const& rows, int64_t batch, int64_t M, int64_t K,
-                                    cudaStream_t stream) {
-  int64_t const total = rows.end[rows.count - 1];
-  dim3 const grid(static_cast<unsigned>((total + kSkinnyBtWarps - 1) / kSkinnyBtWarps), static_cast<unsigned>(batch));
-  return launch_kernel(gemm_skinny_nk<T, MT>, grid, dim3(kSkinnyBtWarps * 32), 0, stream, A, rows, M, K);
+/// Rows per warp of a B (N, K) launch: the most (up to `most`) that divide every member's rows,
+/// so no warp straddles two members.
+template <class T>
+inline int skinny_bt_rows_per_warp(SkinnyBtRows<T> const& rows, int G, int most) {
+  int r = most;
+  for (; r > 1; r /= 2) {
+    bool fits = true;
+    int64_t begin = 0;
+    for (int s = 0; s < (G == 1 ? rows.count : 1); ++s) {
+      fits = fits && (rows.end[s] - begin) % r == 0;
+      begin = rows.end[s];
+    }
+    if (fits) break;
+  }
+  return r;
 }
 
-/// C_s = A · B_sᵀ for every member s of `rows` (B_s (N_s, K) row-major), M <= 8, K a multiple of
-/// 8, 16-byte aligned A and B_s: one launch, a warp per output column of some member.
+template <class T, int MT, int G, int R, int U, int S, class Out>
+inline cudaError_t launch_skinny_nk(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
+                                    cudaStream_t stream) {
+  int64_t const total = G == 1 ? rows.end[rows.count - 1] : rows.end[0];
+  int64_t const per_cta = static_cast<int64_t>(kSkinnyBtWarps / S) * R;
+  dim3 const grid(static_cast<unsigned>((total + per_cta - 1) / per_cta));
+  return launch_kernel(gemm_skinny_nk<T, MT, G, R, U, S, Out>, grid, dim3(kSkinnyBtWarps * 32), 0, stream, A, rows,
+                       M, K, out);
+}
+
+/// The launch shape, from a sweep on the H200 (bench/gpu/kernels/skinny_sweep.cu): 4 rows per warp
+/// with 2 packs in flight for a long B (the LM head), else 2 rows x 4 packs; a long K split over
+/// the CTA's 4 warps.
+template <class T, int MT, int G, class Out>
+inline cudaError_t skinny_nk_rows(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
+                                  cudaStream_t stream) {
+  int64_t const total = G == 1 ? rows.end[rows.count - 1] : rows.end[0];
+  int const r = skinny_bt_rows_per_warp(rows, G, total >= kSkinnyBtLongRows ? 4 : 2);
+  if (r == 4) return launch_skinny_nk<T, MT, G, 4, 2, 1>(A, rows, M, K, out, stream);
+  if (K >= kSkinnyBtLongK) {
+    if (r == 2) return launch_skinny_nk<T, MT, G, 2, 4, 4>(A, rows, M, K, out, stream);
+    return launch_skinny_nk<T, MT, G, 1, 4, 4>(A, rows, M, K, out, stream);
+  }
+  if (r == 2) return launch_skinny_nk<T, MT, G, 2, 4, 1>(A, rows, M, K, out, stream);
+  return launch_skinny_nk<T, MT, G, 1, 4, 1>(A, rows, M, K, out, stream);
+}
+
+/// Every output of the launch through `out` (G = 1: rows end to end; G > 1: side by side), M <= 8,
+/// K a multiple of 8, 16-byte aligned A and B rows.
+template <class T, int G, class Out>
+inline cudaError_t gemm_skinny_bt_launch(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
+                                         cudaStream_t stream) {
+  if (M <= 1) return skinny_nk_rows<T, 1, G>(A, rows, M, K, out, stream);
+  if (M <= 2) return skinny_nk_rows<T, 2, G>(A, rows, M, K, out, stream);
+  if (M <= 4) return skinny_nk_rows<T, 4, G>(A, rows, M, K, out, stream);
+  return skinny_nk_rows<T, 8, G>(A, rows, M, K, out, stream);
+}
+
+/// C_s = A · B_sᵀ for every member s of `rows` (rows end to end): one launch.
 template <class T>
-inline cudaError_t gemm_skinny_bt_rows(T const* A, SkinnyBtRows<T> const& rows, int64_t batch, int64_t M, int64_t K,
+inline cudaError_t gemm_skinny_bt_rows(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K,
                                        cudaStream_t stream) {
-  if (M <= 1) return launch_skinny_nk<T, 1>(A, rows, batch, M, K, stream);
-  if (M <= 2) return launch_skinny_nk<T, 2>(A, rows, batch, M, K, stream);
-  if (M <= 4) return launch_skinny_nk<T, 4>(A, rows, batch, M, K, stream);
-  return launch_skinny_nk<T, 8>(A, rows, batch, M, K, stream);
+  return gemm_skinny_bt_launch<T, 1>(A, rows, M, K, SkinnyStore<T>{rows}, stream);
 }
 
 /// C = A · Bᵀ with B (N, K) row-major, M <= 8, K a multiple of 8, 16-byte aligned A and B.
@@ -425,30 +509,23 @@ template <class T>
 inline cudaError_t gemm_skinny_bt(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
                                   cudaStream_t stream) {
   SkinnyBtRows<T> rows{};
-  rows.B[0] = B;
-  rows.C[0] = C;
-  rows.end[0] = N;
   rows.count = 1;
-  return gemm_skinny_bt_rows(A, rows, batch, M, K, stream);
+  rows.end[0] = N;
+  for (int64_t b = 0; b < batch; ++b) {
+    rows.B[0] = B + b * N * K;
+    rows.C[0] = C + b * M * N;
+    cudaError_t const err = gemm_skinny_bt_rows(A + b * M * K, rows, M, K, stream);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
 }
 
-template <class T, int MT, int G, class Epi>
-inline cudaError_t launch_skinny_nk_epilogue(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t N, int64_t K,
-                                             Epi const& epi, cudaStream_t stream) {
-  dim3 const grid(static_cast<unsigned>((N + kSkinnyBtWarps - 1) / kSkinnyBtWarps));
-  return launch_kernel(gemm_skinny_nk_epilogue<T, MT, G, Epi>, grid, dim3(kSkinnyBtWarps * 32), 0, stream, A, rows, M,
-                       N, K, epi);
-}
-
-/// epi(m, n, c) over c[g] = (A · B_gᵀ)[m, n] for the G members of `rows` (each N columns), M <= 8,
-/// K a multiple of 8, 16-byte aligned A and B_g: one launch, a warp per output column.
-template <class T, int G, class Epi>
-inline cudaError_t gemm_skinny_bt_epilogue(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t N, int64_t K,
-                                           Epi const& epi, cudaStream_t stream) {
-  if (M <= 1) return launch_skinny_nk_epilogue<T, 1, G>(A, rows, M, N, K, epi, stream);
-  if (M <= 2) return launch_skinny_nk_epilogue<T, 2, G>(A, rows, M, N, K, epi, stream);
-  if (M <= 4) return launch_skinny_nk_epilogue<T, 4, G>(A, rows, M, N, K, epi, stream);
-  return launch_skinny_nk_epilogue<T, 8, G>(A, rows, M, N, K, epi, stream);
+/// f(m, n, c) over c[g] = (A · B_gᵀ)[m, n] for the G members of `rows` (side by side, end[0] rows
+/// each): one launch, no C written.
+template <class T, int G, class F>
+inline cudaError_t gemm_skinny_bt_epilogue(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, F const& f,
+                                           cudaStream_t stream) {
+  return gemm_skinny_bt_launch<T, G>(A, rows, M, K, SkinnyElementwise<F>{f}, stream);
 }
 
 }  // namespace tilefoundry::atoms::detail
