@@ -10,6 +10,7 @@ text of its result, so a user sees what was decided and why:
     == hoist shared values ==   Candidate TileIR, shared producers named once
     == bind execution ==        worker / vector bindings with their reasons
     == select atoms ==          proved regions replaced by target atoms
+    == permute stores ==        a permutation copy's writer storing at its destination
     == merge checks ==          index checks over unwritten inputs as one kernel, run first
     == group gemms ==           GEMM atoms sharing A merged into one call
     == fuse epilogues ==        a GEMM's element-wise consumer named its epilogue
@@ -31,6 +32,7 @@ from .plan.checks import merge_checks
 from .plan.gemm_epilogues import fuse_epilogues
 from .plan.gemm_groups import group_gemms
 from .plan.partition import Partition, partition_kernels
+from .plan.permuted_stores import permute_stores
 from .printer import function_text
 from .target.catalog import TargetCatalog
 from .tile.printer import format_program
@@ -85,6 +87,7 @@ def schedule_function(
     ir = step("hoist shared values", hoist_shared_values(ir))
     ir = step("bind execution", bind_execution(ir, catalog, options))
     ir = step("select atoms", select_atoms(ir, catalog, options))
+    ir = step("permute stores", permute_stores(ir))
     ir = step("merge checks", merge_checks(ir))
     ir = step("group gemms", group_gemms(ir, catalog))
     ir = step("fuse epilogues", fuse_epilogues(ir, catalog))
