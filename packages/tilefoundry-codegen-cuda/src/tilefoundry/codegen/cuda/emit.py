@@ -1,8 +1,9 @@
 """Scheduled TileIR -> CUDA C++: one translation unit per module, one tvm-ffi entry per function.
 
 The source includes only <tilefoundry/runtime.h> (built with -DTILEFOUNDRY_TARGET_CUDA). Each
-kernel is realized (realize.py), emitted as __global__ functions (kernels.py), and launched by
-the function's host entry with the geometry `_derive_launch_config` derived here, on the
+kernel is realized (realize.py), consecutive independent ones are batched into one launch
+(batching.py), emitted as __global__ functions (kernels.py), and launched by the function's
+host entry with the geometry `_derive_launch_config` derived here (a batch: per member), on the
 caller's stream (`TVMFFIEnvGetStream`: torch's current stream, so torch streams and CUDA-graph
 capture see the work). The host entry checks every argument before any launch:
 
@@ -35,6 +36,7 @@ from tilefoundry.ir.tile.expr import floordiv, maximum
 from tilefoundry.ir.tile.stmt import AtomCall, Buffer, Program
 
 from . import atoms, attention_atom, gemm_atom  # noqa: F401  (the atom families register themselves)
+from .batching import MAX_CTAS, Batch, Launch, batch_args, emit_batch, plan_batches
 from .gemm_atom import epilogue_flag
 from .kernels import dim_names, emit_kernels, kernel_args, work
 from .realize import Realization, realize_kernel
@@ -119,6 +121,32 @@ def _launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     return [*out, "  }", "}"]
 
 
+def _launch_batch(program: Program, b: Batch, cx: CExpr) -> list[str]:
+    """Host lines that launch a batch: each member's CTA range sized by its own work (batching.py)."""
+    args = ", ".join(batch_args(program, b))
+    n = len(b.members)
+    cap = MAX_CTAS // n
+
+    def variant(name: str, packed: bool) -> list[str]:
+        out = []
+        for i, r in enumerate(b.members):
+            cfg = _derive_launch_config(r, cx, packed and r.packs is not None)
+            ctas = f"(work{i}_ > 0 ? min_nan<int64_t>(grid_blocks(work{i}_, {cfg.per_block}), {cap}) : 0)"
+            start = f"end{i - 1}_ + " if i else ""
+            out += [f"const int64_t work{i}_ = {cfg.work};", f"const int64_t end{i}_ = {start}{ctas};"]
+        call = f"launch_kernel({name}, static_cast<unsigned>(end{n - 1}_), {b.threads}, 0, stream_, {args});"
+        return [*out, f"if (end{n - 1}_ > 0) {{", f"  {call}", f'  e.launched("{b.label}");', "}"]
+
+    out = [f"{{  // {b.name}: {b.label} in one launch"]
+    if b.packed_buffers:
+        ptrs = ", ".join(cname(x) for x in b.packed_buffers)
+        out += [f"  if (aligned16({{{ptrs}}})) {{", *("    " + x for x in variant(f"{b.name}_packed", True))]
+        out += ["  } else {", *("    " + x for x in variant(b.name, False)), "  }"]
+    else:
+        out += ["  " + x for x in variant(b.name, False)]
+    return [*out, "}"]
+
+
 def _check_launch_config(r: Realization, cx: CExpr) -> LaunchConfig:
     """One launch for every nest of a check: threads for the largest, each nest striding over its own."""
     works = dict.fromkeys(work([c.extent for c in chain]) for chain, _ in r.nests)
@@ -130,7 +158,13 @@ def _call(name: str, cfg: LaunchConfig, args: str) -> str:
     return f"launch_kernel({name}, {cfg.grid}, {cfg.threads}, {cfg.smem_bytes}, stream_, {args});"
 
 
-def _entry(program: Program, realizations: list[Realization]) -> list[str]:
+def _conditional(program: Program) -> set[int]:
+    """Ids of the kernels launched only when their GEMM atom did not apply them as its epilogue."""
+    atoms_ = [k.body for k in program.kernels if isinstance(k.body, AtomCall)]
+    return {id(a.epilogue) for a in atoms_ if a.epilogue is not None}
+
+
+def _entry(program: Program, launches: list[Launch]) -> list[str]:
     cx = CExpr(dim_names(program))
     args = ", ".join(f"tvm::ffi::TensorView t_{b.name}" for b in program.params)
     out = [f"void {program.name}_entry({args}) {{", f'  const Entry e{{"{program.name}"}};']
@@ -143,9 +177,11 @@ def _entry(program: Program, realizations: list[Realization]) -> list[str]:
         count = " * ".join(cx.dim(d) for d in t.shape) or "1"
         out.append(f"  DeviceScratch<{ctype(t.dtype)}> {cname(t)}_mem(e, {count}, stream_);  // {_decl(t)}")
         out.append(f"  {ctype(t.dtype)}* {cname(t)} = {cname(t)}_mem.ptr;")
-    atoms_ = [k.body for k in program.kernels if isinstance(k.body, AtomCall)]
-    epilogues = {id(a.epilogue) for a in atoms_ if a.epilogue is not None}
-    for r in realizations:
+    epilogues = _conditional(program)
+    for r in launches:
+        if isinstance(r, Batch):
+            out += ["  " + x for x in _launch_batch(program, r, cx)]
+            continue
         lines = _launch(program, r, cx)
         if id(r.kernel) in epilogues:  # runs only where its GEMM atom did not apply it
             lines = [f"if (!{epilogue_flag(r.kernel)}) {{", *("  " + x for x in lines), "}"]
@@ -169,16 +205,32 @@ def emit_module(
                         f"cuda: {p.name}: extent {format_dim(d)} of {b.name} has an unbound DimVar"
                     )
     launches = {
-        p.name: [r for k in p.kernels for r in realize_kernel(p.name, k, catalog, options)] for p in programs
+        p.name: plan_batches(
+            p,
+            [r for k in p.kernels for r in realize_kernel(p.name, k, catalog, options)],
+            catalog,
+            options,
+            _conditional(p),
+        )
+        for p in programs
     }
     body: list[str] = []
     for p in programs:
         for r in launches[p.name]:
-            body += atoms.emit_device(p, r) if r.kind == "atom" else emit_kernels(p, r)
+            if isinstance(r, Batch):
+                body += emit_batch(p, r)
+            else:
+                body += atoms.emit_device(p, r) if r.kind == "atom" else emit_kernels(p, r)
     for p in programs:
         body += _entry(p, launches[p.name])
     features = sorted(
-        {f for rs in launches.values() for r in rs if r.kind == "atom" for f in atoms.features(r)}
+        {
+            f
+            for rs in launches.values()
+            for r in rs
+            if isinstance(r, Realization) and r.kind == "atom"
+            for f in atoms.features(r)
+        }
     )
     tile = gemm_tile(options)
     defines = [f"#define {f} 1" for f in features]

@@ -15,6 +15,7 @@ visited with a grid-stride loop, so any grid the launch config picks covers the 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
 from tilefoundry.ir.tile.expr import Const, Expr, floordiv, loads, mul
@@ -26,8 +27,23 @@ from .realize import Realization
 from .serial import SerialCode, indent, largest_count
 from .vector import PackCode
 
+
+@dataclass(frozen=True)
+class Span:
+    """The CTAs a body's grid-stride loop runs on: C++ of this CTA's index among them, and their count."""
+
+    index: str
+    count: str
+
+
+WHOLE_GRID = Span("blockIdx.x", "gridDim.x")
+
 Emitter = Callable[[Program, Realization], list[str]]
 EMITTERS: dict[str, Emitter] = {}
+# The body of a kernel (the lines between `pdl_begin();` and the closing brace) over a Span of
+# its launch's CTAs, packed or not: the realization kinds a batch may hold (batching.py).
+Body = Callable[[Program, Realization, bool, Span], list[str]]
+BODIES: dict[str, Body] = {}
 
 
 def emitter(kind: str) -> Callable[[Emitter], Emitter]:
@@ -35,6 +51,16 @@ def emitter(kind: str) -> Callable[[Emitter], Emitter]:
 
     def register(fn: Emitter) -> Emitter:
         EMITTERS[kind] = fn
+        return fn
+
+    return register
+
+
+def body(kind: str) -> Callable[[Body], Body]:
+    """Register the body emitter of a realization kind that can share a launch with others."""
+
+    def register(fn: Body) -> Body:
+        BODIES[kind] = fn
         return fn
 
     return register
@@ -66,46 +92,61 @@ def work(chain_extents: list[Expr]) -> Expr:
     return total
 
 
+def kernel_comment(k: Kernel) -> list[str]:
+    """The comment naming a kernel, its origin and its decisions."""
+    lines = [f"// kernel {k.name} [{k.form}]" + (f": {', '.join(k.origin)}" if k.origin else "")]
+    return lines + [f"//   {d}" for d in k.decisions]
+
+
 def _head(r: Realization, program: Program, extra: tuple[str, ...] = (), variant: str = "") -> list[str]:
     k = r.kernel
-    lines = [f"// kernel {k.name} [{k.form}]" + (f": {', '.join(k.origin)}" if k.origin else "")]
-    lines += [f"//   {d}" for d in k.decisions]
+    lines = kernel_comment(k)
     bounds = f"__launch_bounds__({r.threads}) " if r.threads else ""
     lines.append(f"__global__ void {bounds}{r.name}{variant}({kernel_params(program, k, extra)}) {{")
     lines.append("  pdl_begin();  // launched with programmatic dependent launch: wait for the inputs")
     return lines
 
 
-def _grid_loop(r: Realization, cx: CExpr, extents: list[Expr], names: list[str]) -> list[str]:
+def _grid_loop(
+    r: Realization, cx: CExpr, extents: list[Expr], names: list[str], ctas: Span = WHOLE_GRID
+) -> list[str]:
     total = cx(work(extents))
     return [
         f"  const int64_t work_ = {total};",
-        f"  const int64_t stride_ = static_cast<int64_t>(gridDim.x) * {r.threads};",
-        f"  for (int64_t lin_ = static_cast<int64_t>(blockIdx.x) * {r.threads} + threadIdx.x; lin_ < work_; "
-        f"lin_ += stride_) {{",
+        f"  const int64_t stride_ = static_cast<int64_t>({ctas.count}) * {r.threads};",
+        f"  for (int64_t lin_ = static_cast<int64_t>({ctas.index}) * {r.threads} + threadIdx.x; "
+        f"lin_ < work_; lin_ += stride_) {{",
         *indent(unflatten("lin_", [(n, cx(e)) for n, e in zip(names, extents, strict=True)]), 2),
     ]
 
 
-@emitter("grid")
-def _grid(program: Program, r: Realization) -> list[str]:
+@body("grid")
+def grid_body(program: Program, r: Realization, packed: bool, ctas: Span) -> list[str]:
+    """A flat grid's grid-stride loop; `packed`: the 16-byte pack variant's."""
     serial = SerialCode(dim_names(program), r.kernel.name)
     cx = serial.cx()
     names = [c.var for c in r.chain]
     extents = [c.extent for c in r.chain]
-    out = [*_head(r, program), *_grid_loop(r, cx, extents, names)]
-    out += [*serial.stmt(r.body, 2, {}), "  }", "}", ""]
-    if r.packs is None:
-        return out
+    if not packed:
+        return [*_grid_loop(r, cx, extents, names, ctas), *serial.stmt(r.body, 2, {}), "  }"]
     # The packed variant: the innermost instance axis advances a whole pack per thread.
+    assert r.packs is not None
     n, last = r.packs.lanes, names[-1]
     base = f"{last}_b"
     code = PackCode(r.packs, base)
-    vec = [*_head(r, program, variant=f"_v{n}")]
-    vec += _grid_loop(r, cx, [*extents[:-1], floordiv(extents[-1], n)], [*names[:-1], f"{last}_p"])
-    vec += indent([f"const int64_t {base} = {last}_p * {n};"], 2)
-    vec += indent(code.prologue(cx, r.body) + code.lanes(r.body, cx) + code.epilogue(cx), 2)
-    return out + vec + ["  }", "}", ""]
+    out = _grid_loop(r, cx, [*extents[:-1], floordiv(extents[-1], n)], [*names[:-1], f"{last}_p"], ctas)
+    out += indent([f"const int64_t {base} = {last}_p * {n};"], 2)
+    out += indent(code.prologue(cx, r.body) + code.lanes(r.body, cx) + code.epilogue(cx), 2)
+    return [*out, "  }"]
+
+
+@emitter("grid")
+def _grid(program: Program, r: Realization) -> list[str]:
+    out = [*_head(r, program), *grid_body(program, r, False, WHOLE_GRID), "}", ""]
+    if r.packs is None:
+        return out
+    vec = [*_head(r, program, variant=f"_v{r.packs.lanes}"), *grid_body(program, r, True, WHOLE_GRID)]
+    return out + vec + ["}", ""]
 
 
 class _CheckCode(SerialCode):
@@ -139,15 +180,16 @@ def _check(program: Program, r: Realization) -> list[str]:
     return [*out, "}", ""]
 
 
-@emitter("rows")
-def _rows(program: Program, r: Realization) -> list[str]:
+@body("rows")
+def rows_body(program: Program, r: Realization, packed: bool, ctas: Span) -> list[str]:
+    """Group scratch, then a loop handing instances to the CTAs' group slots (`packed` is unused)."""
     serial = SerialCode(dim_names(program), r.kernel.name)
     cx = serial.cx()
     read = {id(ld.buffer) for s in walk_stmts(r.body) for e in stmt_exprs(s) for ld in loads(e)}
     group = GroupCode(serial, r.group, read, r.reassociate, r.vectorize)
     body = group.stmt(r.body, 2, {})
     slots = r.threads // r.group
-    out = _head(r, program)
+    out = []
     for b in _unique(group.shared):
         n = largest_count(b.shape)
         out.append(f"  __shared__ alignas(16) {ctype(b.dtype)} {cname(b)}_smem_[{slots}][{max(n or 1, 1)}];")
@@ -158,11 +200,16 @@ def _rows(program: Program, r: Realization) -> list[str]:
         f"  const int lane_ = threadIdx.x % {r.group};",
         f"  const int slot_ = threadIdx.x / {r.group};",
         f"  const int64_t rows_ = {cx(work([c.extent for c in r.chain]))};",
-        f"  for (int64_t row_ = static_cast<int64_t>(blockIdx.x) * {slots} + slot_; row_ < rows_; "
-        f"row_ += static_cast<int64_t>(gridDim.x) * {slots}) {{",
+        f"  for (int64_t row_ = static_cast<int64_t>({ctas.index}) * {slots} + slot_; row_ < rows_; "
+        f"row_ += static_cast<int64_t>({ctas.count}) * {slots}) {{",
         *indent(unflatten("row_", [(n, cx(c.extent)) for n, c in zip(names, r.chain, strict=True)]), 2),
     ]
-    return out + body + ["  }", "}", ""]
+    return out + body + ["  }"]
+
+
+@emitter("rows")
+def _rows(program: Program, r: Realization) -> list[str]:
+    return [*_head(r, program), *rows_body(program, r, False, WHOLE_GRID), "}", ""]
 
 
 @emitter("placed")
