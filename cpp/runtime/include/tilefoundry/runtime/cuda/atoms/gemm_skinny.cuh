@@ -38,11 +38,7 @@ inline constexpr int kSkinnyUnroll = 4;     // 16-byte packs of B in flight per 
 inline constexpr int kSkinnyBtWarps = 4;
 inline constexpr int kSkinnyBtMembers = 4;  // GEMMs sharing A one B (N, K) launch may run
 inline constexpr int64_t kSkinnyBtLongRows = 32768;  // rows past which a warp takes 4
-inline constexpr int64_t kSkinnyBtLongK = 4096;      // K past which a CTA's warps split it
-inline constexpr int kSkinnyPrefetchPasses = 8;  // passes of B a warp prefetches before the PDL wait
-
-/// Start moving the 128-byte line holding `p` into L2 (no register, no ordering).
-__device__ inline void prefetch_l2(void const* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+inline constexpr int64_t kSkinnyBtLongK = 4096;      // K from which a warp takes 1
 
 /// 16 bytes of B: read once, so bypass L1 (`ld.global.nc.L1::no_allocate`).
 template <class T>
@@ -190,28 +186,21 @@ struct SkinnyElementwise {
   __device__ void operator()(int, int64_t m, int64_t n, int64_t, T const (&c)[G]) const { f(m, n, c); }
 };
 
-/// C = A · Bᵀ rows for B (N, K). A CTA of kSkinnyBtWarps warps owns W / S groups of R consecutive
-/// output rows of one member (G members side by side); the S warps of a group split K in
-/// contiguous ranges, each lane streaming 16-byte packs with U x R x G in flight; a shuffle
-/// butterfly adds the lanes, the S partials are added in warp order through shared memory, and
-/// the results (rounded to T, as C would hold them) go to `out(member, m, n, N, c)`.
-template <class T, int MT, int G, int R, int U, int S, class Out>
+/// C = A · Bᵀ rows for B (N, K): a warp owns R consecutive output rows of one member (G members
+/// side by side), its lanes stride K in 16-byte packs with U x R x G packs in flight, a shuffle
+/// butterfly adds the lanes, and lane 0 hands the results (rounded to T, as C would hold them) to
+/// `out(member, m, n, N, c)`.
+template <class T, int MT, int G, int R, int U, class Out>
 __global__ void __launch_bounds__(kSkinnyBtWarps * 32)
 gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t K, Out out) {
-  static_assert(kSkinnyBtWarps % S == 0, "gemm_skinny_nk: the K split must divide the CTA's warps");
-  constexpr int kGroups = kSkinnyBtWarps / S;
-  __shared__ float part[S > 1 ? kSkinnyBtWarps : 1][G][R][MT];
-  pdl_release();
+  pdl_begin();
   int const lane = threadIdx.x % 32;
-  int const warp = threadIdx.x / 32;
-  int const split = warp % S;
-  int64_t const r0 = (static_cast<int64_t>(blockIdx.x) * kGroups + warp / S) * R;
+  int64_t const r0 = (static_cast<int64_t>(blockIdx.x) * kSkinnyBtWarps + threadIdx.x / 32) * R;
   int s = 0;
   if constexpr (G == 1) {
     while (s + 1 < rows.count && r0 >= rows.end[s]) ++s;
   }
-  int64_t const total = G == 1 ? rows.end[rows.count - 1] : rows.end[0];
-  bool const live = r0 < total;
+  if (r0 >= (G == 1 ? rows.end[rows.count - 1] : rows.end[0])) return;
   int64_t const begin = s == 0 ? 0 : rows.end[s - 1];
   int64_t const N = rows.end[s] - begin;
   int64_t const n0 = r0 - begin;
@@ -220,69 +209,53 @@ gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t
   for (int g = 0; g < G; ++g) B[g] = rows.B[G == 1 ? s : g] + n0 * K;
   float acc[G][R][MT] = {};
   constexpr int64_t kStride = 32 * 8;  // elements of K one pass of the warp covers
-  int64_t const per = (K / 8 + S - 1) / S * 8;  // this warp's K range, whole packs
-  int64_t const k_end = (split + 1) * per < K ? (split + 1) * per : K;
-  int64_t k = split * per + lane * 8;
-  if (live) {
-    // While the kernel before still runs (PDL), pull this warp's first passes of B into L2: a
-    // prefetch cannot read stale data, so it needs no wait, and the stream starts at full speed.
-    for (int64_t p = k; p < k_end && p < k + kSkinnyPrefetchPasses * kStride; p += kStride) {
+  int64_t k = lane * 8;
+  for (; k + (U - 1) * kStride < K; k += U * kStride) {
+    T b[G][R][U][8];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
 #pragma unroll
       for (int g = 0; g < G; ++g) {
 #pragma unroll
-        for (int r = 0; r < R; ++r) prefetch_l2(B[g] + r * K + p);
+        for (int r = 0; r < R; ++r) load_stream(B[g] + r * K + k + u * kStride, b[g][r][u]);
       }
     }
-  }
-  pdl_wait();
-  if (live) {
-    for (; k + (U - 1) * kStride < k_end; k += U * kStride) {
-      T b[G][R][U][8];
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-#pragma unroll
-          for (int r = 0; r < R; ++r) load_stream(B[g] + r * K + k + u * kStride, b[g][r][u]);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-          if (m >= M) break;
-          T a[8];
-          load_pack<8>(A + m * K + k + u * kStride, a);
-#pragma unroll
-          for (int g = 0; g < G; ++g) {
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-#pragma unroll
-              for (int c = 0; c < 8; ++c) acc[g][r][m] = acc[g][r][m] + cast<float>(a[c]) * cast<float>(b[g][r][u][c]);
-            }
-          }
-        }
-      }
-    }
-    for (; k < k_end; k += kStride) {
-      T b[G][R][8];
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) load_stream(B[g] + r * K + k, b[g][r]);
-      }
+    for (int u = 0; u < U; ++u) {
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
         if (m >= M) break;
         T a[8];
-        load_pack<8>(A + m * K + k, a);
+        load_pack<8>(A + m * K + k + u * kStride, a);
 #pragma unroll
         for (int g = 0; g < G; ++g) {
 #pragma unroll
           for (int r = 0; r < R; ++r) {
 #pragma unroll
-            for (int c = 0; c < 8; ++c) acc[g][r][m] = acc[g][r][m] + cast<float>(a[c]) * cast<float>(b[g][r][c]);
+            for (int c = 0; c < 8; ++c) acc[g][r][m] = acc[g][r][m] + cast<float>(a[c]) * cast<float>(b[g][r][u][c]);
           }
+        }
+      }
+    }
+  }
+  for (; k < K; k += kStride) {
+    T b[G][R][8];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) load_stream(B[g] + r * K + k, b[g][r]);
+    }
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (m >= M) break;
+      T a[8];
+      load_pack<8>(A + m * K + k, a);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+          for (int c = 0; c < 8; ++c) acc[g][r][m] = acc[g][r][m] + cast<float>(a[c]) * cast<float>(b[g][r][c]);
         }
       }
     }
@@ -298,34 +271,7 @@ gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t
       }
     }
   }
-  if constexpr (S > 1) {
-    if (lane == 0) {
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-#pragma unroll
-          for (int m = 0; m < MT; ++m) part[warp][g][r][m] = acc[g][r][m];
-        }
-      }
-    }
-    __syncthreads();
-    if (split != 0) return;
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-          float total_k = part[warp][g][r][m];
-#pragma unroll
-          for (int w = 1; w < S; ++w) total_k = total_k + part[warp + w][g][r][m];
-          acc[g][r][m] = total_k;
-        }
-      }
-    }
-  }
-  if (lane == 0 && live) {
+  if (lane == 0) {
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
       if (m >= M) break;
@@ -459,31 +405,29 @@ inline int skinny_bt_rows_per_warp(SkinnyBtRows<T> const& rows, int G, int most)
   return r;
 }
 
-template <class T, int MT, int G, int R, int U, int S, class Out>
+template <class T, int MT, int G, int R, int U, class Out>
 inline cudaError_t launch_skinny_nk(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
                                     cudaStream_t stream) {
   int64_t const total = G == 1 ? rows.end[rows.count - 1] : rows.end[0];
-  int64_t const per_cta = static_cast<int64_t>(kSkinnyBtWarps / S) * R;
+  int64_t const per_cta = static_cast<int64_t>(kSkinnyBtWarps) * R;
   dim3 const grid(static_cast<unsigned>((total + per_cta - 1) / per_cta));
-  return launch_kernel(gemm_skinny_nk<T, MT, G, R, U, S, Out>, grid, dim3(kSkinnyBtWarps * 32), 0, stream, A, rows,
-                       M, K, out);
+  return launch_kernel(gemm_skinny_nk<T, MT, G, R, U, Out>, grid, dim3(kSkinnyBtWarps * 32), 0, stream, A, rows, M, K,
+                       out);
 }
 
-/// The launch shape, from a sweep on the H200 (bench/gpu/kernels/skinny_sweep.cu): 4 rows per warp
-/// with 2 packs in flight for a long B (the LM head), else 2 rows x 4 packs; a long K split over
-/// the CTA's 4 warps.
+/// The launch shape, from a sweep on the H200 in a decode-like chain (bench/gpu/kernels/skinny_sweep.cu):
+/// 4 rows per warp with 2 packs in flight for a long B (the LM head), 1 x 4 for a long K, else 2 x 4.
+/// Splitting K over a CTA's warps and prefetching B into L2 before the PDL wait did not pay there.
 template <class T, int MT, int G, class Out>
 inline cudaError_t skinny_nk_rows(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
                                   cudaStream_t stream) {
   int64_t const total = G == 1 ? rows.end[rows.count - 1] : rows.end[0];
-  int const r = skinny_bt_rows_per_warp(rows, G, total >= kSkinnyBtLongRows ? 4 : 2);
-  if (r == 4) return launch_skinny_nk<T, MT, G, 4, 2, 1>(A, rows, M, K, out, stream);
-  if (K >= kSkinnyBtLongK) {
-    if (r == 2) return launch_skinny_nk<T, MT, G, 2, 4, 4>(A, rows, M, K, out, stream);
-    return launch_skinny_nk<T, MT, G, 1, 4, 4>(A, rows, M, K, out, stream);
+  int const most = total >= kSkinnyBtLongRows ? 4 : (K >= kSkinnyBtLongK ? 1 : 2);
+  switch (skinny_bt_rows_per_warp(rows, G, most)) {
+    case 4: return launch_skinny_nk<T, MT, G, 4, 2>(A, rows, M, K, out, stream);
+    case 2: return launch_skinny_nk<T, MT, G, 2, 4>(A, rows, M, K, out, stream);
+    default: return launch_skinny_nk<T, MT, G, 1, 4>(A, rows, M, K, out, stream);
   }
-  if (r == 2) return launch_skinny_nk<T, MT, G, 2, 4, 1>(A, rows, M, K, out, stream);
-  return launch_skinny_nk<T, MT, G, 1, 4, 1>(A, rows, M, K, out, stream);
 }
 
 /// Every output of the launch through `out` (G = 1: rows end to end; G > 1: side by side), M <= 8,

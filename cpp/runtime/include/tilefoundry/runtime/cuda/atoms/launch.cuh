@@ -25,26 +25,13 @@
 
 namespace tilefoundry::atoms {
 
-/// Let the next kernel in the stream start launching (it waits in turn before reading anything).
-__device__ inline void pdl_release() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-/// Wait until every grid this kernel depends on has completed and its writes are visible.
-__device__ inline void pdl_wait() {
+/// First statement of a PDL-launched kernel: wait for the grids it depends on, then allow the
+/// next kernel in the stream to start launching (it waits in turn before reading anything).
+__device__ inline void pdl_begin() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-}
-
-/// First statement of a PDL-launched kernel: wait for the grids it depends on, then allow the
-/// next kernel to start launching. A kernel with work that reads nothing a predecessor writes
-/// (an L2 prefetch of constant weights) may instead call pdl_release(), do it, then pdl_wait().
-__device__ inline void pdl_begin() {
-  pdl_wait();
-  pdl_release();
 }
 
 /// Launch `kernel` (which opens with pdl_begin()) on `stream`, overlapping its predecessor where PDL works.
