@@ -28,14 +28,14 @@ all. Members branch on blockIdx.x, uniform over a CTA, so a rows member's CTA ba
 whole; their static shared memory adds up and must fit the budget.
 
 Not batched: atoms, index checks, placed kernels and any kernel with a Mesh scope (their launch
-is theirs), a GEMM epilogue (launched only when its atom did not apply it), and kernels out of
-program order. Option `batch_launches=False` launches every kernel alone.
+is theirs), a GEMM epilogue (launched only when its atom did not apply it); kernels are never
+moved past others to meet. Option `batch_launches=False` launches every kernel alone.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,7 +93,7 @@ class Batch:
 Launch = Realization | Batch
 
 
-def _by_name(buffers: Any) -> tuple[Buffer, ...]:
+def _by_name(buffers: Iterable[Buffer]) -> tuple[Buffer, ...]:
     seen: dict[str, Buffer] = {}
     for b in buffers:
         seen.setdefault(b.name, b)

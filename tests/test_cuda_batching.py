@@ -1,0 +1,197 @@
+"""Launch batching on cuda (codegen/cuda/batching.py): independent neighbours share one launch.
+
+The decode layer's attention program launches its per-head q and k norms as one kernel, and
+rope with the cache update as another; the source builds with nvcc. On a GPU (marker `gpu`)
+batched row norms and element grids, packed and not, with aligned and misaligned tensors,
+match the evaluator, and the batched decode attention equals the unbatched one bit for bit.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import pytest
+import torch
+
+import tilefoundry
+from tilefoundry.codegen.cuda.catalog import arch_catalog
+from tilefoundry.codegen.cuda.emit import emit_module
+from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, module, tf
+from tilefoundry.ir.module import Module
+from tilefoundry.ir.pipeline import schedule_function
+from tilefoundry.models.causal_lm import causal_lm
+from tilefoundry.models.config import config_from_dict
+
+sys.path.insert(0, os.path.dirname(__file__))
+from catalogue_programs import inputs, require_nvcc
+
+pytestmark = pytest.mark.usefixtures("fresh_build_cache")
+
+T = DimVar("T", 1, 33)
+TOLERANCE = {torch.float32: 2e-4, torch.bfloat16: 3e-2}
+
+
+@module
+class Batched:
+    @func
+    def head_norms(
+        q: Tensor[(T, 4, 64), bf16],
+        k: Tensor[(T, 2, 64), bf16],
+        gq: ConstTensor[(64,), bf16],
+        gk: ConstTensor[(64,), bf16],
+    ):
+        # two independent per-head RMS norms: rows members, a warp per row
+        return tf.rms_norm(q, gq), tf.rms_norm(k, gk)
+
+    @func
+    def grids(a: Tensor[(T, 64), f32], b: Tensor[(T, 5), f32], c: Tensor[(T, 3, 32), bf16]):
+        # three independent element grids: a and c with 16-byte packs, b without
+        return tf.exp(a) * 2.0, tf.tanh(b), c + c
+
+
+def _decode_attention():
+    """The attention function of a one-layer Qwen3 decoder (tiny dims, bf16, 128-token context)."""
+    raw = dict(
+        architectures=["Qwen3ForCausalLM"], model_type="qwen3", vocab_size=256, hidden_size=256,
+        intermediate_size=768, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+        max_position_embeddings=128, rms_norm_eps=1e-6, rope_theta=1e6, tie_word_embeddings=True,
+        torch_dtype="bfloat16",
+    )  # fmt: skip
+    lm = causal_lm(config_from_dict(raw), context=128, linear_layout="out_in")
+    return Module.of(lm.layers[0]).functions["attention"]
+
+
+def test_decode_attention_launches_q_k_norms_and_rope_cache_update_once_each() -> None:
+    """k3 + k6 (q and k head norms) and k9 + k10 (rope of q, the cache update of k and v): one launch each."""
+    fn = _decode_attention()
+    catalog = arch_catalog("sm_90a")
+    text = emit_module(fn.name, (schedule_function(fn, catalog, {}),), catalog, {})
+    entry = text[text.index("void attention_entry(") :]
+    launched = re.findall(r"launch_kernel\((\w+),", entry)
+    assert launched.count("attention__k3_k6_batch") == 1
+    assert {"attention__k9_k10_batch_packed", "attention__k9_k10_batch"} <= set(launched)
+    for alone in ("k3_rms_norm", "k6_rms_norm", "k9_rope", "k10_cache_update"):
+        assert f"attention__{alone}" not in launched
+    assert "// batch attention__k3_k6_batch: k3_rms_norm + k6_rms_norm" in text
+    assert "// batch attention__k9_k10_batch: k9_rope + k10_cache_update" in text
+    assert "(k9_rope writes t9; k10_cache_update writes out1, out2)" in text
+
+
+@pytest.fixture(scope="module")
+def linked():
+    require_nvcc()
+    return tilefoundry.compile(Batched, target="cuda")
+
+
+def _attention_build(batched: bool):
+    require_nvcc()
+    return tilefoundry.compile(_decode_attention(), target="cuda", options={"batch_launches": batched})
+
+
+@pytest.fixture(scope="module")
+def attention_batched():
+    """The decode attention built with its batches (the default)."""
+    return _attention_build(True)
+
+
+def test_batched_sources_build_with_nvcc(linked, attention_batched) -> None:
+    """The batch kernels (rows, grids with and without packs, the decode attention's) compile with nvcc."""
+    assert set(linked.entries) == {"head_norms", "grids"}
+    assert attention_batched.library.is_file() and "attention" in attention_batched.entries
+
+
+# ---------------------------------------------------------------- on a GPU
+
+
+def _misaligned(t: torch.Tensor) -> torch.Tensor:
+    """A copy of `t` whose data starts one element past a 16-byte boundary."""
+    out = torch.empty(t.numel() + 16, dtype=t.dtype, device=t.device)[1 : 1 + t.numel()].view(t.shape)
+    out.copy_(t)
+    assert out.data_ptr() % 16 != 0
+    return out
+
+
+# Rows kernels load their packs unchecked (group.py), so only the grids' tensors are misaligned here.
+CASES = [
+    ("head_norms", None),
+    ("grids", None),
+    ("grids", ("input", 0)),  # a: k0's packed input -> the scalar batch
+    ("grids", ("input", 2)),  # c: k2's packed input -> the scalar batch
+    ("grids", ("output", 0)),  # k0's packed output -> the scalar batch
+    ("grids", ("input", 1)),  # b: k1 has no packs -> the packed batch still runs
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("name", "shift"), CASES)
+def test_batched_kernels_match_evaluator_on_gpu(linked, name: str, shift: tuple[str, int] | None) -> None:
+    """Each member computes what it computes alone, whichever variant of the batch the alignment of
+    the packed members' tensors picks: the evaluator's values at T = 1, 7, 32."""
+    from tilefoundry.runtime.loader import load_linked_module
+
+    fn = Batched.functions[name]
+    f = load_linked_module(linked, name)
+    gen = torch.Generator().manual_seed(7)
+    for n in (1, 7, 32):
+        args = list(inputs(fn, n, gen, "cuda"))
+        ref = fn(*args)
+        outs = [torch.full_like(r, float("nan")) for r in ref]
+        if shift is not None:
+            where, i = shift
+            tensors = args if where == "input" else outs
+            tensors[i] = _misaligned(tensors[i])
+        f(*args, *outs)
+        torch.cuda.synchronize()
+        for i, (got, want) in enumerate(zip(outs, ref, strict=True)):
+            tol = TOLERANCE[want.dtype]
+            what = f"{name} output {i}, T={n}, misaligned {shift}"
+            torch.testing.assert_close(got, want, atol=tol, rtol=tol, msg=lambda m, w=what: f"{w}: {m}")
+
+
+def _attention_args(tokens: int, gen: torch.Generator) -> list[torch.Tensor]:
+    def w(*shape: int, scale: float = 0.05) -> torch.Tensor:
+        return (torch.randn(*shape, generator=gen) * scale).to(torch.bfloat16).cuda()
+
+    i64_ = {"dtype": torch.int64, "device": "cuda"}
+    return [
+        w(tokens, 256, scale=1.0),
+        w(128, 64, scale=1.0),
+        w(128, 64, scale=1.0),
+        torch.randint(0, 128, (tokens,), generator=gen).to(**i64_),
+        torch.tensor(40, **i64_),
+        torch.tensor(40 + tokens, **i64_),
+        w(1, 2, 128, 64, scale=1.0),
+        w(1, 2, 128, 64, scale=1.0),
+        w(256, scale=1.0),
+        w(256, 256),
+        w(128, 256),
+        w(128, 256),
+        w(256, 256),
+        w(64, scale=1.0),
+        w(64, scale=1.0),
+    ]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tokens", [1, 5])
+def test_batched_decode_attention_equals_unbatched_bit_for_bit_on_gpu(attention_batched, tokens: int) -> None:
+    """Every member runs its own body unchanged, so batching changes no bit of the layer's outputs; the
+    profile shows the batch kernels, not their members."""
+    from tilefoundry.runtime.loader import load_linked_module
+
+    batched = load_linked_module(attention_batched, "attention")
+    alone = load_linked_module(_attention_build(False), "attention")
+    args = _attention_args(tokens, torch.Generator().manual_seed(tokens))
+    want = alone(*args)
+    batched(*args)  # the first call reads the device facts
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        got = batched(*args)
+        torch.cuda.synchronize()
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert torch.equal(g, w), f"output {i} at tokens={tokens}"
+    names = {e.name for e in prof.events()}
+    assert any("attention__k3_k6_batch" in x for x in names)
+    assert not any("attention__k3_rms_norm" in x or "attention__k9_rope" in x for x in names)
