@@ -13,6 +13,11 @@ misaligned 16-bit q takes the SIMT tier. How split-KV partials merge: on an sm_9
 default (sm_90a) build runs the keys config's splits as one thread-block cluster that merges
 through distributed shared memory (one launch); the same cases built for sm_80 (run on the same
 GPU) take the split kernel and its merge kernel, as the rows config and the SIMT tier always do.
+
+Attention whose output is only read through `reshape(transpose(o, (0, 2, 1, 3)), (B·Sq, Hq·D))`
+(or the transpose alone) stores (B, Sq, Hq, D) itself (ir.plan.permuted_stores, out_bshd): the
+BSHD cases check every path that writes out (rows and keys tiers, the cluster and the two-kernel
+merges, SIMT) against the evaluator, and the Qwen3-shaped attention program has no reshape kernel.
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ import torch
 import torch.nn.functional as F
 
 import tilefoundry
-from tilefoundry.dsl import DimVar, Tensor, bf16, f16, func, i32, i64, module, tf
+from tilefoundry.dsl import DimVar, Tensor, bf16, f16, f32, func, i32, i64, module, tf
+from tilefoundry.models.causal_lm import causal_lm
+from tilefoundry.models.config import config_from_dict
 
 sys.path.insert(0, os.path.dirname(__file__))
 import catalogue_programs as cat
@@ -367,3 +374,191 @@ def test_split_kv_merge_replays_in_a_cuda_graph_on_gpu(linked, name: str, sq: in
         ref = reference(q, k, v, causal=causal, scale=scale, kv_len=kv[0] if masked else None)
         tol = TOLERANCE[q.dtype]
         torch.testing.assert_close(out.float().cpu(), ref, atol=tol, rtol=tol)
+
+
+# ---------------------------------------------------------------- attention storing (B, Sq, Hq, D)
+
+
+def _bshd(o, rows: object, width: int):
+    """o (B, Hq, Sq, D) as the output projection reads it: (B·Sq, Hq·D)."""
+    return tf.reshape(tf.transpose(o, (0, 2, 1, 3)), (rows, width))
+
+
+@module
+class Bshd:
+    @func
+    def gqa4_bf16_d64(
+        q: Tensor[(1, 8, Q, 64), bf16],
+        k: Tensor[(1, 2, K, 64), bf16],
+        v: Tensor[(1, 2, K, 64), bf16],
+        n: Tensor[(1,), i64],
+    ):
+        return _bshd(tf.attention(q, k, v, causal=True, kv_len=n), Q, 512)
+
+    @func
+    def gqa2_f16_d128(
+        q: Tensor[(2, 4, Q, 128), f16],
+        k: Tensor[(2, 2, K, 128), f16],
+        v: Tensor[(2, 2, K, 128), f16],
+        n: Tensor[(2,), i32],
+    ):
+        o = tf.attention(q, k, v, causal=True, kv_len=n)
+        return _bshd(o, 2 * Q, 512), tf.transpose(tf.attention(q, k, v, scale=0.3), (0, 2, 1, 3))
+
+    @func
+    def gqa2_f32_d64(
+        q: Tensor[(1, 4, Q, 64), f32], k: Tensor[(1, 2, K, 64), f32], v: Tensor[(1, 2, K, 64), f32]
+    ):
+        return _bshd(tf.attention(q, k, v, causal=True), Q, 256)
+
+
+BSHD_TOLERANCE = {**TOLERANCE, torch.float32: 1e-4}
+
+
+def _compile_bshd(tmp_path_factory: pytest.TempPathFactory, options: dict[str, str] | None):
+    """Bshd compiled for cuda, with the generated source of its module."""
+    cat.require_nvcc()
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path_factory.mktemp("tilefoundry-bshd-cache")))
+    sources: list[str] = []
+
+    def dump(stage: str, text: str) -> None:
+        if stage.startswith("generate source"):
+            sources.append(text)
+
+    try:
+        return tilefoundry.compile(Bshd, target="cuda", options=options, dump=dump), "\n".join(sources)
+    finally:
+        mp.undo()
+
+
+@pytest.fixture(scope="module")
+def bshd(tmp_path_factory: pytest.TempPathFactory):
+    """The BSHD cases compiled once for cuda (the GPU's arch, else sm_90a), and their source."""
+    return _compile_bshd(tmp_path_factory, None)
+
+
+@pytest.fixture(scope="module")
+def bshd_sm80(tmp_path_factory: pytest.TempPathFactory):
+    """The BSHD cases built for sm_80: split-KV decode keeps the workspace and the merge kernel."""
+    return _compile_bshd(tmp_path_factory, {"arch": "sm_80"})
+
+
+def test_bshd_cases_store_through_the_atom_without_a_copy_kernel(bshd) -> None:
+    """Each attention of the BSHD cases is the atom called with out_bshd = true, its copy kernel
+    folded away; the cases build with nvcc."""
+    linked, text = bshd
+    assert linked.library.is_file() and set(linked.entries) == set(Bshd.functions)
+    assert text.count("/*out_bshd=*/true};") == 4 and "/*out_bshd=*/false" not in text
+    assert "[element grid]: reshape@" not in text and "[element grid]: transpose@" not in text
+
+
+QWEN3 = dict(
+    architectures=["Qwen3ForCausalLM"],
+    model_type="qwen3",
+    vocab_size=256,
+    hidden_size=256,
+    intermediate_size=768,
+    num_hidden_layers=1,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=64,
+    max_position_embeddings=128,
+    rms_norm_eps=1e-6,
+    rope_theta=1e6,
+    tie_word_embeddings=True,
+    torch_dtype="bfloat16",
+)
+
+
+def test_qwen3_attention_program_has_no_reshape_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Qwen3-shaped layer's attention program: the attention atom writes (tokens, Hq·D) for the
+    output projection itself (out_bshd), no reshape kernel is left, and it builds with nvcc."""
+    cat.require_nvcc()
+    monkeypatch.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path))
+    layer = causal_lm(config_from_dict(QWEN3), context=128, linear_layout="out_in").layers[0]
+    seen: dict[str, str] = {}
+    linked = tilefoundry.compile(
+        layer.functions["attention"], target="cuda", dump=lambda stage, text: seen.__setitem__(stage, text)
+    )
+    (source,) = (text for stage, text in seen.items() if stage.startswith("generate source"))
+    assert "k12_reshape and t10 dropped" in seen["check budget"]
+    assert "  kernel k12_reshape  [" not in seen["check budget"] and "k12_reshape(" not in source
+    assert "const AttentionArgs<bf16, int64_t> a_{b_t9, b_out1, b_out2, b_t11, " in source
+    assert "0.125f, true, /*out_bshd=*/true};" in source
+    assert linked.library.is_file()
+
+
+def _run_bshd(f, name: str, args: tuple[torch.Tensor, ...], where: str) -> None:
+    """Run case `name` into outputs filled with NaN and compare with the evaluator on CPU copies."""
+    fn = Bshd.functions[name]
+    want = fn(*(a.cpu() for a in args))
+    want = want if isinstance(want, tuple) else (want,)
+    outs = tuple(torch.full(w.shape, float("nan"), dtype=w.dtype, device="cuda") for w in want)
+    f(*args, *outs)
+    torch.cuda.synchronize()
+    tol = BSHD_TOLERANCE[args[0].dtype]
+    for i, (got, ref) in enumerate(zip(outs, want, strict=True)):
+        what = f"{name} output {i} {where}"
+        torch.testing.assert_close(
+            got.float().cpu(), ref.float(), atol=tol, rtol=tol, msg=lambda m, what=what: f"{what}: {m}"
+        )
+
+
+def _bshd_inputs(name: str, sq: int, skv: int, lens: tuple[int, int], gen: torch.Generator):
+    """Seeded q, k, v at (Sq, Skv), and kv_len `lens` (per batch) where the case takes one, on the GPU."""
+    fn = Bshd.functions[name]
+    out = []
+    for p in fn.params[:3]:
+        b, h, _, d = p.type.shape
+        shape = (b, h, sq if p.name == "q" else skv, d)
+        out.append(torch.randn(shape, generator=gen).to(p.type.dtype.torch).cuda())
+    if len(fn.params) == 4:
+        kv = fn.params[3].type
+        out.append(torch.tensor(list(lens[: kv.shape[0]]), dtype=kv.dtype.torch).cuda())
+    return tuple(out)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["gqa4_bf16_d64", "gqa2_f16_d128"])
+def test_bshd_prefill_rows_tier_on_gpu(bshd, name: str) -> None:
+    """g · Sq > 16: the tensor-core rows config writes (B, Sq, Hq, D), alone and split-KV (40 rows
+    over 3000 keys: the merge kernel writes the rows), causal with kv_len, B = 1 and 2."""
+    from tilefoundry.runtime.loader import load_linked_module
+
+    f = load_linked_module(bshd[0], name)
+    gen = torch.Generator().manual_seed(23)
+    for sq, skv in [(17, 17), (100, 333), (333, 100), (40, 3000)]:
+        _run_bshd(f, name, _bshd_inputs(name, sq, skv, (skv - 3, skv // 3), gen), f"at Sq={sq}, Skv={skv}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("build", ["default", "sm_80"])
+@pytest.mark.parametrize("name", ["gqa4_bf16_d64", "gqa2_f16_d128"])
+def test_bshd_decode_keys_tier_on_gpu(request, build: str, name: str) -> None:
+    """g · Sq <= 16 over a 2048-key cache: the keys config's split-KV merged in one cluster (default
+    build on sm_90) or by the merge kernel (sm_80 build) writes (B, Sq, Hq, D)."""
+    from tilefoundry.runtime.loader import load_linked_module
+
+    f = load_linked_module(request.getfixturevalue("bshd" if build == "default" else "bshd_sm80")[0], name)
+    q_heads, kv_heads = (p.type.shape[1] for p in Bshd.functions[name].params[:2])
+    gen = torch.Generator().manual_seed(29)
+    for sq in (1, 16 // (q_heads // kv_heads)):
+        for lens in DECODE_LENS:
+            where = f"{build} build at Sq={sq}, kv_len={lens}"
+            _run_bshd(f, name, _bshd_inputs(name, sq, DECODE_SKV, lens, gen), where)
+
+
+@pytest.mark.gpu
+def test_bshd_f32_simt_tier_on_gpu(bshd) -> None:
+    """f32 takes the SIMT tier: its rows, and over 2048 keys its split-KV merge, land in (Sq, Hq, D)."""
+    from tilefoundry.runtime.loader import load_linked_module
+
+    f = load_linked_module(bshd[0], "gqa2_f32_d64")
+    gen = torch.Generator().manual_seed(31)
+    for sq, skv in [(1, 1), (1, 2048), (17, 100), (100, 333)]:
+        _run_bshd(
+            f, "gqa2_f32_d64", _bshd_inputs("gqa2_f32_d64", sq, skv, (0, 0), gen), f"at Sq={sq}, Skv={skv}"
+        )

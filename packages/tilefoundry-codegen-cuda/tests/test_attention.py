@@ -6,11 +6,13 @@ import dataclasses
 
 import pytest
 
+from tilefoundry.codegen.cuda import atoms
 from tilefoundry.codegen.cuda.attention import atom_blocker, match_attention
 from tilefoundry.codegen.cuda.catalog import arch_catalog
 from tilefoundry.codegen.cuda.realize import realize_kernel
 from tilefoundry.dsl import DimVar, Tensor, bf16, f32, func, i32, i64, tf
 from tilefoundry.ir.errors import PlanError
+from tilefoundry.ir.tile.cexpr import CExpr
 from tilefoundry.ir.tile.expr import Const, Var
 from tilefoundry.ir.tile.stmt import Assign, For, Seq, map_stmt
 
@@ -108,3 +110,59 @@ def test_explicit_attention_atom_fails_closed(sched) -> None:
         r"refused: head dim 8 is not a multiple of 32 up to 256",
     ):
         realize_kernel("small", k, arch_catalog("sm_90a"), {"attention": "atom"})
+
+
+@func
+def heads_side_by_side(
+    q: Tensor[(2, 8, P, 64), bf16], k: Tensor[(2, 2, P, 64), bf16], v: Tensor[(2, 2, P, 64), bf16]
+):
+    o = tf.attention(q, k, v, causal=True)
+    return tf.reshape(tf.transpose(o, (0, 2, 1, 3)), (2 * P, 512)), tf.transpose(
+        tf.attention(q, k, v), (0, 2, 1, 3)
+    )
+
+
+def test_out_in_bshd_order_is_proved_with_its_layout(sched) -> None:
+    """Stores moved in from the reshape(transpose(o)) copy, out[b * P + i, h * 64 + d], and from a
+    transpose alone, out[b, i, h, d]: both proved, out_bshd recorded and passed to the atom."""
+    kernels = [k for k in sched(heads_side_by_side).kernels if k.form == "attention"]
+    assert len(sched(heads_side_by_side).kernels) == 2
+    regions = [match_attention(k) for k in kernels]
+    assert [(r.out.name, r.out_bshd, r.causal) for r in regions] == [
+        ("out0", True, True),
+        ("out1", True, False),
+    ]
+    for k in kernels:
+        (r,) = realize_kernel("heads_side_by_side", k, arch_catalog("sm_90a"), {})
+        assert r.kind == "atom" and r.body.params["out_bshd"] == Const(1)
+    (r,) = realize_kernel("gqa", _kernel(sched, gqa), arch_catalog("sm_90a"), {})
+    assert r.body.params["out_bshd"] == Const(0)
+
+
+def test_out_in_another_order_keeps_the_loop(sched) -> None:
+    """A (1, P · 512) out holds the rows in (S, H, D) order too, but not as the atom writes them."""
+
+    @func
+    def flat(q: Tensor[(1, 8, P, 64), bf16], k: Tensor[(1, 2, P, 64), bf16], v: Tensor[(1, 2, P, 64), bf16]):
+        return tf.reshape(tf.transpose(tf.attention(q, k, v), (0, 2, 1, 3)), (1, P * 512))
+
+    k = _kernel(sched, flat)
+    assert match_attention(k) == "out is not stored compact in (B, Hq, Sq, D) or (B, Sq, Hq, D) order"
+    (r,) = realize_kernel("flat", k, arch_catalog("sm_90a"), {})
+    assert r.kind == "rows"
+
+
+def test_stale_out_layout_is_refused_and_the_launch_passes_the_region_s(sched) -> None:
+    """seed 003: the out layout the launch passes is the one re-proved on the final body."""
+    p = sched(heads_side_by_side)
+    k = next(k for k in p.kernels if k.form == "attention")
+    (r,) = realize_kernel("heads_side_by_side", k, arch_catalog("sm_90a"), {})
+    launch = atoms.launch(p, r, CExpr({"P": "d_P"}))
+    assert launch[1].endswith("0.125f, true, /*out_bshd=*/true};")
+    r.body.params["out_bshd"] = Const(0)
+    with pytest.raises(
+        PlanError,
+        match=r"cuda: kernel k0_attention: atom cuda_attention_flash_d64_bf16 no longer matches its region: "
+        r"the atom's out layout is not the one the region stores",
+    ):
+        atoms.emit_device(p, r)

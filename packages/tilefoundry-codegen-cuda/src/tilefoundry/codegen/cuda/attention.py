@@ -11,6 +11,11 @@ author asked for the atom with option "attention": "atom").
     for b, h, i: alloc acc (Dv,):  len; m = -inf; l = 0; acc = 0
       for j in 0..max(visible, 0): s = scale * q[b, h, i, :] . k[b, h / g, j, :]; online update
       out[b, h, i, :] = l > 0 ? acc / l : 0
+
+out is the lowering's compact (B, Hq, Sq, Dv), or the same rows in (B, Sq, Hq, Dv) order: the
+stores `ir.plan.permuted_stores` moved in from the `reshape(transpose(o, (0, 2, 1, 3)), (B·Sq, Hq·Dv))`
+copy, `out[b * Sq + i, h * Dv + d]` (or `out[b, i, h, d]` without the reshape). The region
+records which (`out_bshd`) and the atom writes each row there.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from tilefoundry.ir.dims import dims_equal
 from tilefoundry.ir.dtypes import f32, i64
 from tilefoundry.ir.tile.expr import (
     Bin,
@@ -54,6 +60,7 @@ class AttentionRegion:
     scale: float
     causal: bool
     head_dim: int
+    out_bshd: bool = False
 
 
 def same(a: object, b: object) -> bool:
@@ -90,6 +97,7 @@ def _rebuild(
     k: Load,
     v: Load,
     out: Buffer,
+    out_index: tuple[Expr, ...],
     length: Expr,
     scale: float,
     group: int,
@@ -150,7 +158,7 @@ def _rebuild(
             Let(names["l"], const(0.0, f32), mutable=True),
             For(names["e_zero"], dim_expr(dv), Store(acc, (e_zero,), const(0.0, f32)), binding="serial"),
             scan,
-            For(names["e_fin"], dim_expr(dv), Store(out, (b, h, i, e_fin), finished), binding="serial"),
+            For(names["e_fin"], dim_expr(dv), Store(out, out_index, finished), binding="serial"),
         )
     )
 
@@ -169,6 +177,24 @@ def match_attention(k: Kernel) -> AttentionRegion | str:
         return str(why)
     except AttributeError:  # a statement of another kind where the nest has a Let, For or Store
         return "the body is not the attention nest"
+
+
+def _out_layouts(
+    chain: tuple[For, ...], q: Buffer, acc: Buffer, out: Buffer, e: Var
+) -> list[tuple[bool, tuple[Expr, ...]]]:
+    """(out_bshd, index of out's element (b, h, i, e)) for each layout out's shape admits."""
+    b, h, i = (Var(c.var) for c in chain)
+    nb, nh, ns = q.shape[:3]
+    dv = acc.shape[0]
+    shape = out.shape
+    found = []
+    if out.rank == 4 and all(dims_equal(x, y) for x, y in zip(shape, (nb, nh, ns, dv), strict=True)):
+        found.append((False, (b, h, i, e)))
+    if out.rank == 4 and all(dims_equal(x, y) for x, y in zip(shape, (nb, ns, nh, dv), strict=True)):
+        found.append((True, (b, i, h, e)))
+    if out.rank == 2 and dims_equal(shape[0], nb * ns) and dims_equal(shape[1], nh * dv):
+        found.append((True, (b * chain[2].extent + i, h * dim_expr(dv) + e)))
+    return found
 
 
 def _rows(body: Stmt) -> tuple[tuple[For, ...], Stmt]:
@@ -223,11 +249,15 @@ def _match(k: Kernel) -> AttentionRegion:
     extents = tuple(c.extent for c in chain)
     _expect(
         tuple(dim_expr(x) for x in q.buffer.shape[:3]) == extents
-        and tuple(dim_expr(x) for x in out.shape[:3]) == extents
         and dim_expr(kk.buffer.shape[0]) == extents[0]
         and dim_expr(kk.buffer.shape[2]) == dim_expr(v.buffer.shape[2]),
         "the operand shapes are not (B, H, S, D) over the row loops",
     )
+    layouts = _out_layouts(chain, q.buffer, acc, out, Var(fin.var))  # type: ignore[union-attr]
+    stored = fin.body.index  # type: ignore[union-attr]
+    layout = next(((bshd, index) for bshd, index in layouts if same(stored, index)), None)
+    _expect(layout is not None, "out is not stored compact in (B, Hq, Sq, D) or (B, Sq, Hq, D) order")
+    out_bshd, out_index = layout  # type: ignore[misc]
     length = let_len.value  # type: ignore[union-attr]
     kv_len = None
     if isinstance(length, (Cast, Load)):  # an i64 kv_len is read without a cast
@@ -252,12 +282,12 @@ def _match(k: Kernel) -> AttentionRegion:
         "e_zero": zero.var,  # type: ignore[union-attr]
         "e_fin": fin.var,  # type: ignore[union-attr]
     }
-    facts = (chain, acc, names, q, kk, v, out, length, scale, hq // hkv)
+    facts = (chain, acc, names, q, kk, v, out, out_index, length, scale, hq // hkv)
     for causal in (False, True):
         if same(inner.body, _rebuild(*facts, causal)):  # type: ignore[union-attr, arg-type]
             d = q.buffer.shape[3]
             _expect(isinstance(d, int), "the head dim is not static")
-            return AttentionRegion(q.buffer, kk.buffer, v.buffer, out, kv_len, scale, causal, d)  # type: ignore[arg-type]
+            return AttentionRegion(q.buffer, kk.buffer, v.buffer, out, kv_len, scale, causal, d, out_bshd)  # type: ignore[arg-type]
     raise _Shape("the body differs from the attention nest over its buffers")
 
 
@@ -287,6 +317,7 @@ def atom_call(region: AttentionRegion, replaces: Stmt) -> AtomCall:
         "skv": dim_expr(region.k.shape[2]),
         "scale": const(region.scale, f32),
         "causal": Const(int(region.causal)),
+        "out_bshd": Const(int(region.out_bshd)),
     }
     name = f"cuda_attention_flash_d{region.head_dim}_{q.dtype.name}"
     return AtomCall(name, operands, params, replaces)

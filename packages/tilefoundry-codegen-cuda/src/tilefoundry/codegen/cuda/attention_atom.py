@@ -22,6 +22,8 @@ def _attention_recheck(r: Realization) -> None:
         operands = (region.q, region.k, region.v, region.out) + ((region.kv_len,) if region.kv_len else ())
         if operands != atom.operands:
             why = "the atom's operands are not the region's q, k, v, out and kv_len"
+        elif atom.params.get("out_bshd") != Const(int(region.out_bshd)):
+            why = "the atom's out layout is not the one the region stores"
     if why is not None:
         raise PlanError(
             f"cuda: kernel {k.name}: atom {atom.atom} no longer matches its region: {why}",
@@ -41,11 +43,13 @@ def _attention_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     lens = f"{cname(kv_len[0])}, {'true' if kv_len[0].rank == 1 else 'false'}" if kv_len else "nullptr, false"
     extents = ", ".join(cx(p[x]) for x in ("batch", "heads", "kv_heads", "sq", "skv"))
     causal = "true" if p["causal"] == Const(1) else "false"
+    # out's rows in (B, Sq, Hq, D) order: the stores of a folded reshape(transpose(o)) copy
+    bshd = "true" if p["out_bshd"] == Const(1) else "false"
     d = q.shape[3]
     return [
         f"{{  // {atom.atom}: flash attention, online softmax over K/V tiles",
         f"  const AttentionArgs<{t}, {length}> a_{{{cname(q)}, {cname(k)}, {cname(v)}, {cname(out)}, {lens}, "
-        f"{extents}, {cx(p['scale'])}, {causal}}};",
+        f"{extents}, {cx(p['scale'])}, {causal}, /*out_bshd=*/{bshd}}};",
         f"  const size_t ws_bytes_ = attention_workspace_bytes(a_, {d});",
         "  DeviceScratch<unsigned char> ws_(e, static_cast<int64_t>(ws_bytes_), stream_);",
         f"  e.cuda(attention<{d}, {p['stages'].value}>(a_, ws_.ptr, stream_), "

@@ -1,6 +1,8 @@
 // The attention atom: out = softmax(scale · q kᵀ, masked) v for torch-layout q (B, Hq, Sq, D),
-// k and v (B, Hkv, Skv, D), out (B, Hq, Sq, D), grouped-query (Hq = g · Hkv), causal aligning
-// the last query with the last key, kv_len masking each batch's cache to its valid prefix.
+// k and v (B, Hkv, Skv, D), out (B, Hq, Sq, D) or (B, Sq, Hq, D) (out_bshd: the layout an output
+// projection reads, attention_args.cuh), grouped-query (Hq = g · Hkv), causal aligning the last
+// query with the last key, kv_len masking each batch's cache to its valid prefix. Every path that
+// writes out (each tier, both merges) places row r through AttentionArgs::out_rows().
 // Flash-style: keys stream through shared memory in tiles, each row keeps an online softmax
 // (running max m, sum l, accumulator acc), so no score matrix is ever stored.
 //
@@ -199,8 +201,9 @@ attention_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int64_t chunk, int
   if (!valid) return;
   int64_t const out_row = (b * a.heads + h) * a.sq + i;
   if (gridDim.y == 1) {
+    T* const dst = a.out_rows().row(out_row, D);
 #pragma unroll
-    for (int q = 0; q < D / 32; ++q) a.out[out_row * D + lane + 32 * q] = cast<T>(l > 0.0f ? acc[q] / l : 0.0f);
+    for (int q = 0; q < D / 32; ++q) dst[lane + 32 * q] = cast<T>(l > 0.0f ? acc[q] / l : 0.0f);
   } else {
     int64_t const slot = static_cast<int64_t>(blockIdx.y) * part.rows + out_row;
     if (lane == 0) {
@@ -465,7 +468,7 @@ inline cudaError_t attention(AttentionArgs<T, LenT> const& a, void* workspace, c
   if (err != cudaSuccess || !merged) return err;
   // The merge launches while the split kernel runs and waits in pdl_begin() for its partials.
   return launch_kernel(detail::attention_merge<T, D>, dim3(static_cast<unsigned>(rows)),
-                       dim3(detail::kMergeRuns * 32), 0, stream, part, a.out, plan.splits);
+                       dim3(detail::kMergeRuns * 32), 0, stream, part, a.out_rows(), plan.splits);
 }
 
 }  // namespace tilefoundry::atoms

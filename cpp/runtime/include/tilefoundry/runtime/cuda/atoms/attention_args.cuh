@@ -1,6 +1,13 @@
-// What every tier of the attention atom (attention.cuh) shares: the call's arguments, the valid
-// key length of a batch, and the workspace layout of split-KV partials that attention_merge
-// (attention_merge.cuh) combines in split order (the in-cluster merge keeps them in shared memory).
+// What every tier of the attention atom (attention.cuh) shares: the call's arguments, where an
+// output row lies, the valid key length of a batch, and the workspace layout of split-KV partials
+// that attention_merge (attention_merge.cuh) combines in split order (the in-cluster merge keeps
+// them in shared memory).
+//
+// Output rows are numbered as q's, r = (b * Hq + h) * Sq + i. out is compact in one of two orders
+// (AttentionArgs::out_bshd), so row r starts at element
+//     r * D                              out (B, Hq, Sq, D), torch's attention layout
+//     ((b * Sq + i) * Hq + h) * D        out (B, Sq, Hq, D), i.e. (B * Sq, Hq * D): each token's
+//                                        heads side by side, as the output projection reads them
 //
 //   partials of split s, output row r (= (b * Hq + h) * Sq + i):
 //     ml [(s * rows + r) * 2 + {0, 1}]   running max m (log2 units: scale · log2(e) · q·k) and sum l
@@ -15,7 +22,22 @@
 
 namespace tilefoundry::atoms {
 
-/// What one attention call computes; pointers are compact row-major in torch's layout.
+/// Where the rows of out lie (layout above): row r = (b * Hq + h) * Sq + i of head dim d.
+template <class T>
+struct AttnOutRows {
+  T* out;
+  int64_t heads, sq;
+  bool bshd;  ///< (B, Sq, Hq, D) order, else (B, Hq, Sq, D)
+
+  __host__ __device__ T* row(int64_t r, int d) const {
+    if (!bshd) return out + r * d;
+    int64_t const bh = r / sq, i = r % sq;
+    return out + ((bh / heads * sq + i) * heads + bh % heads) * d;
+  }
+};
+
+/// What one attention call computes; pointers are compact row-major, q (B, Hq, Sq, D), k and v
+/// (B, Hkv, Skv, D), out (B, Hq, Sq, D) or, with out_bshd, (B, Sq, Hq, D).
 template <class T, class LenT>
 struct AttentionArgs {
   T const* q;
@@ -27,6 +49,9 @@ struct AttentionArgs {
   int64_t batch, heads, kv_heads, sq, skv;
   float scale;
   bool causal;
+  bool out_bshd = false;  ///< out's rows in (B, Sq, Hq, D) order
+
+  __host__ __device__ AttnOutRows<T> out_rows() const { return {out, heads, sq, out_bshd}; }
 };
 
 namespace detail {

@@ -114,7 +114,7 @@ __host__ __device__ inline float merge_output(float acc, float total) { return t
 
 /// Merges the split-KV partials in global memory, one row per CTA; warp w folds run w.
 template <class T, int D>
-__global__ void __launch_bounds__(kMergeRuns * 32) attention_merge(AttnPartials part, T* __restrict__ out, int splits) {
+__global__ void __launch_bounds__(kMergeRuns * 32) attention_merge(AttnPartials part, AttnOutRows<T> out, int splits) {
   pdl_begin();
   __shared__ float red[kMergeRuns];
   __shared__ float sums[kMergeRuns];
@@ -148,11 +148,12 @@ __global__ void __launch_bounds__(kMergeRuns * 32) attention_merge(AttnPartials 
   float total = 0.0f;
 #pragma unroll
   for (int w = 0; w < kMergeRuns; ++w) total += sums[w];
+  T* const dst = out.row(row, D);
   for (int c = threadIdx.x; c < D; c += kMergeRuns * 32) {
     float a = 0.0f;
 #pragma unroll
     for (int w = 0; w < kMergeRuns; ++w) a += accs[w][c];
-    out[row * D + c] = cast<T>(merge_output(a, total));
+    dst[c] = cast<T>(merge_output(a, total));
   }
 }
 
@@ -160,11 +161,11 @@ __global__ void __launch_bounds__(kMergeRuns * 32) attention_merge(AttnPartials 
  * @brief The in-cluster merge: every CTA of the calling cluster (rank = split) parked the partial
  * of the same `rows` rows at the same shared-memory offsets; writes those rows of `out`.
  * @param acc (rows, D) unnormalized accumulators; @param ml (rows, 2) max m (log2 units) and sum l
- * @param out the block's first output row (rows x D, compact, 8-byte aligned 4-column pieces)
+ * @param out out's rows (each 8-byte aligned, in 4-column pieces); @param row0 the block's first row
  * Every thread of every CTA must call it (two cluster barriers), whatever its chunk held.
  */
 template <class T, int D, int Threads>
-__device__ inline void cluster_merge(float const* acc, float const* ml, int rows, T* out) {
+__device__ inline void cluster_merge(float const* acc, float const* ml, int rows, AttnOutRows<T> out, int64_t row0) {
   static_assert(sizeof(T) == 2 && D % 4 == 0, "attention cluster merge: 16-bit outputs in 4-column pieces");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int S = kClusterMaxSplits;
@@ -196,11 +197,11 @@ __device__ inline void cluster_merge(float const* acc, float const* ml, int rows
     uint32_t bits[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) bits[k] = cast<T>(merge_output(sum[k], total)).raw();
-    *reinterpret_cast<uint2*>(out + r * D + c) = make_uint2(bits[0] | bits[1] << 16, bits[2] | bits[3] << 16);
+    *reinterpret_cast<uint2*>(out.row(row0 + r, D) + c) = make_uint2(bits[0] | bits[1] << 16, bits[2] | bits[3] << 16);
   }
   cluster.sync();  // no CTA exits while a peer still reads its shared memory
 #else
-  (void)acc, (void)ml, (void)rows, (void)out;
+  (void)acc, (void)ml, (void)rows, (void)out, (void)row0;
   __trap();  // the host launches the cluster form only where this module's sm_90 code runs
 #endif
 }

@@ -18,7 +18,8 @@
 // Pipeline: K/V steps stream through Stages shared-memory stages with cp.async, Stages - 1 steps
 // ahead; one barrier per step (the stage refilled at step s was consumed at step s - 1).
 // Epilogue: each warp parks (O, m, l) in shared memory (over Q and the drained stages); the CTA
-// combines its key warps and writes out (16-bit, 8-byte stores), or split-KV partials: to the
+// combines its key warps and writes out's rows where out_rows() places them (16-bit, 8-byte
+// stores; D = 64 / 128 keeps every row 16-byte aligned in either order), or split-KV partials: to the
 // workspace for attention_merge, or (Cluster, sm_90) beside the combine buffer in its own shared
 // memory, where cluster_merge (attention_merge.cuh) reads them across the cluster.
 // Grid: (row blocks, batch · Hkv, splits), Cluster: one cluster of `splits` CTAs along z (rank =
@@ -466,7 +467,7 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
     } else if (gridDim.z == 1) {
       float const inv = ll > 0.0f ? 1.0f / ll : 0.0f;
       uint2 const packed = make_uint2(pack_half2<T>(acc.x * inv, acc.y * inv), pack_half2<T>(acc.z * inv, acc.w * inv));
-      *reinterpret_cast<uint2*>(a.out + orow * D + c4) = packed;
+      *reinterpret_cast<uint2*>(a.out_rows().row(orow, D) + c4) = packed;
     } else {
       int64_t const slot = static_cast<int64_t>(blockIdx.z) * part.rows + orow;
       *reinterpret_cast<float4*>(part.acc + slot * D + c4) = acc;
@@ -478,7 +479,7 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
   }
   if constexpr (Cluster) {  // every CTA gets here, an empty chunk's with m = -inf, l = 0
     int const rows = static_cast<int>(rows_kv - rho0 < Cfg::kRows ? rows_kv - rho0 : Cfg::kRows);
-    cluster_merge<T, D, Cfg::kThreads>(park_acc, park_ml, rows, a.out + (row_base + rho0) * D);
+    cluster_merge<T, D, Cfg::kThreads>(park_acc, park_ml, rows, a.out_rows(), row_base + rho0);
   }
 }
 
