@@ -74,14 +74,18 @@ def _make_projections(n: int, gen: torch.Generator) -> tuple:
     return (x, *ws)
 
 
-@pytest.fixture(scope="module")
-def grouped() -> tuple[tilefoundry.LinkedModule, str]:
-    """`projections` built for cuda and its generated source (shared by the CI check and the GPU run)."""
+def _built(fn) -> tuple[tilefoundry.LinkedModule, str]:
+    """`fn` built for cuda, and its generated source (shared by the CI check and the GPU run)."""
     cat.require_nvcc()
     stages: dict[str, str] = {}
-    linked = tilefoundry.compile(projections, target="cuda", dump=stages.__setitem__)
+    linked = tilefoundry.compile(fn, target="cuda", dump=stages.__setitem__)
     (source,) = (text for stage, text in stages.items() if stage.startswith("generate source"))
     return linked, source
+
+
+@pytest.fixture(scope="module")
+def grouped() -> tuple[tilefoundry.LinkedModule, str]:
+    return _built(projections)
 
 
 def test_gemms_sharing_a_are_one_grouped_call(grouped) -> None:
@@ -118,12 +122,7 @@ def _make_mlp(n: int, gen: torch.Generator) -> tuple:
 
 @pytest.fixture(scope="module")
 def mlp_epilogues() -> tuple[tilefoundry.LinkedModule, str]:
-    """`gated_mlp` built for cuda and its generated source."""
-    cat.require_nvcc()
-    stages: dict[str, str] = {}
-    linked = tilefoundry.compile(gated_mlp, target="cuda", dump=stages.__setitem__)
-    (source,) = (text for stage, text in stages.items() if stage.startswith("generate source"))
-    return linked, source
+    return _built(gated_mlp)
 
 
 def test_pointwise_consumers_are_gemm_epilogues(mlp_epilogues) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, func, tf
@@ -9,59 +12,19 @@ from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.lower import inline_calls, lower_to_tile
 from tilefoundry.ir.plan.atoms import GemmRegion, match_gemm, select_atoms
 from tilefoundry.ir.plan.partition import partition_kernels
-from tilefoundry.ir.target import ExecAxis, MmaAtom, PeakRates, Resource, TargetCatalog
+from tilefoundry.ir.target import TargetCatalog
 from tilefoundry.ir.tile.expr import Expr, Load, Var, loads, transform
 from tilefoundry.ir.tile.stmt import Assign, AtomCall, Kernel, Program, Stmt, map_stmt, stmt_exprs, walk_stmts
 from tilefoundry.ir.tile.values import hoist_shared_values
 
+sys.path.insert(0, os.path.dirname(__file__))
+from toy_targets import toy_gemm_catalog
+
 M = DimVar("M", 1, 65)
-MAJORS = {"rrr": ("K", "N"), "rcr": ("K", "K"), "crr": ("M", "N")}
 
 
-def _catalog(*layouts: str) -> TargetCatalog:
-    """A toy target whose whole-GEMM bf16 atoms have the named operand layouts."""
-    dtypes = {f"{x}_dtype": "bf16" for x in "abcd"}
-    atoms = tuple(
-        MmaAtom(
-            name=f"toy_gemm_bf16_{lay}",
-            issued_by="block",
-            m=64,
-            n=64,
-            k=16,
-            a_major=MAJORS[lay][0],
-            b_major=MAJORS[lay][1],
-            a_storage="gmem",
-            b_storage="gmem",
-            a_layout="(M,K)",
-            b_layout="(K,N)",
-            c_layout="(M,N):(N,1)",
-            **dtypes,
-        )
-        for lay in layouts
-    )
-    memory = Resource(
-        name="global",
-        kind="global",
-        storage="gmem",
-        instance="device",
-        visibility="device",
-        capacity_bytes=1 << 30,
-        alignment_bytes=16,
-    )
-    return TargetCatalog(
-        target="toy",
-        arch="toy1",
-        device="Toy Part",
-        exec_axes=(ExecAxis(name="block", binds=("group", "worker"), dynamic=True),),
-        resources=(memory,),
-        atoms=atoms,
-        capabilities=(),
-        peak=PeakRates(flops_per_s={"bf16": 1e12}, bytes_per_s={"global": 1e11}),
-    )
-
-
-TN = _catalog("rrr", "rcr")
-RRR_ONLY = _catalog("rrr")
+TN = toy_gemm_catalog("rrr", "rcr")
+RRR_ONLY = toy_gemm_catalog("rrr")
 
 
 def _select(fn, catalog: TargetCatalog = TN, **options) -> Program:
@@ -188,7 +151,7 @@ def test_a_transposed_a_operand_needs_an_m_major_atom() -> None:
         return tf.transpose(x, (1, 0)) @ w
 
     assert [k.name for k in _select(at).kernels] == ["k0_transpose", "k1_matmul"]
-    (k,) = _select(at, _catalog("rrr", "crr")).kernels
+    (k,) = _select(at, toy_gemm_catalog("rrr", "crr")).kernels
     assert k.body.atom == "toy_gemm_bf16_crr"
     assert [b.name for b in k.body.operands] == ["x", "w", "out0"]
 
@@ -204,7 +167,7 @@ def test_explicit_atom_without_any_gemm_atom_fails_closed_naming_the_kernel() ->
     """gemm='atom' on a catalog without a bf16 atom refuses, naming the kernel and why."""
     with pytest.raises(PlanError, match=r"toy: kernel k1_matmul \(matmul@.*\): explicit GEMM atom refused: "
                                         r"the catalog has no GEMM atom for bf16"):  # fmt: skip
-        _select(linear, _catalog(), gemm="atom")
+        _select(linear, toy_gemm_catalog(), gemm="atom")
 
 
 def test_batched_b_read_k_major_is_not_a_region() -> None:

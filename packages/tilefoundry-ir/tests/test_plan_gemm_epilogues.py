@@ -2,39 +2,27 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, func, tf
 from tilefoundry.ir.lower import inline_calls, lower_to_tile
 from tilefoundry.ir.plan.atoms import select_atoms
 from tilefoundry.ir.plan.gemm_epilogues import fuse_epilogues
 from tilefoundry.ir.plan.gemm_groups import group_gemms
 from tilefoundry.ir.plan.partition import partition_kernels
-from tilefoundry.ir.target import ExecAxis, MmaAtom, PeakRates, Resource, TargetCatalog
 from tilefoundry.ir.tile.printer import format_program
 from tilefoundry.ir.tile.stmt import AtomCall, Kernel, Program, Seq
 from tilefoundry.ir.tile.values import hoist_shared_values
 
+sys.path.insert(0, os.path.dirname(__file__))
+from toy_targets import toy_gemm_catalog
+
 M = DimVar("M", 1, 65)
 
 
-def _catalog(epilogue: bool) -> TargetCatalog:
-    """A toy target with one whole-GEMM bf16 atom (B stored (N, K)), epilogues as asked."""
-    atom = MmaAtom(
-        name="toy_gemm_bf16_rcr", issued_by="block", m=64, n=64, k=16, a_major="K", b_major="K",
-        a_storage="gmem", b_storage="gmem", a_layout="(M,K)", b_layout="(N,K)", c_layout="(M,N):(N,1)",
-        shared_a_group=2, epilogue=epilogue, **{f"{x}_dtype": "bf16" for x in "abcd"},
-    )
-    memory = Resource(name="global", kind="global", storage="gmem", instance="device", visibility="device",
-                      capacity_bytes=1 << 30, alignment_bytes=16)
-    return TargetCatalog(
-        target="toy", arch="toy1", device="Toy Part",
-        exec_axes=(ExecAxis(name="block", binds=("group", "worker"), dynamic=True),),
-        resources=(memory,), atoms=(atom,), capabilities=(),
-        peak=PeakRates(flops_per_s={"bf16": 1e12}, bytes_per_s={"global": 1e11}),
-    )
-
-
 def _plan(fn, epilogue: bool = True) -> Program:
-    catalog = _catalog(epilogue)
+    catalog = toy_gemm_catalog("rcr", shared_a_group=2, epilogue=epilogue)
     candidate = hoist_shared_values(lower_to_tile(partition_kernels(inline_calls(fn))))
     return fuse_epilogues(group_gemms(select_atoms(candidate, catalog, {}), catalog), catalog)
 
@@ -99,7 +87,7 @@ def test_a_kernel_between_that_writes_an_input_blocks_the_move() -> None:
     def resid(x: Tensor[(M, 64), bf16], w: ConstTensor[(64, 64), bf16], r: Tensor[(M, 64), bf16]):
         return r + x @ _t(w)
 
-    catalog = _catalog(True)
+    catalog = toy_gemm_catalog("rcr", shared_a_group=2, epilogue=True)
     candidate = hoist_shared_values(lower_to_tile(partition_kernels(inline_calls(resid))))
     p = select_atoms(candidate, catalog, {})
     gemm, add = p.kernels

@@ -2,53 +2,26 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, func, tf
 from tilefoundry.ir.lower import inline_calls, lower_to_tile
 from tilefoundry.ir.plan.atoms import select_atoms
 from tilefoundry.ir.plan.gemm_groups import gemm_members, group_gemms
 from tilefoundry.ir.plan.partition import partition_kernels
-from tilefoundry.ir.target import ExecAxis, MmaAtom, PeakRates, Resource, TargetCatalog
 from tilefoundry.ir.tile.expr import Const
 from tilefoundry.ir.tile.stmt import AtomCall, Kernel, Program, Seq
 from tilefoundry.ir.tile.values import hoist_shared_values
 
+sys.path.insert(0, os.path.dirname(__file__))
+from toy_targets import toy_gemm_catalog
+
 M = DimVar("M", 1, 65)
 
 
-def _catalog(group: int) -> TargetCatalog:
-    """A toy target with one whole-GEMM bf16 atom (B stored (N, K)) running `group` GEMMs per call."""
-    atom = MmaAtom(
-        name="toy_gemm_bf16_rcr",
-        issued_by="block",
-        m=64,
-        n=64,
-        k=16,
-        a_major="K",
-        b_major="K",
-        a_storage="gmem",
-        b_storage="gmem",
-        a_layout="(M,K)",
-        b_layout="(N,K)",
-        c_layout="(M,N):(N,1)",
-        shared_a_group=group,
-        **{f"{x}_dtype": "bf16" for x in "abcd"},
-    )
-    memory = Resource(name="global", kind="global", storage="gmem", instance="device", visibility="device",
-                      capacity_bytes=1 << 30, alignment_bytes=16)
-    return TargetCatalog(
-        target="toy",
-        arch="toy1",
-        device="Toy Part",
-        exec_axes=(ExecAxis(name="block", binds=("group", "worker"), dynamic=True),),
-        resources=(memory,),
-        atoms=(atom,),
-        capabilities=(),
-        peak=PeakRates(flops_per_s={"bf16": 1e12}, bytes_per_s={"global": 1e11}),
-    )
-
-
 def _plan(fn, group: int = 4) -> Program:
-    catalog = _catalog(group)
+    catalog = toy_gemm_catalog("rcr", shared_a_group=group)
     candidate = hoist_shared_values(lower_to_tile(partition_kernels(inline_calls(fn))))
     return group_gemms(select_atoms(candidate, catalog, {}), catalog)
 
@@ -133,7 +106,7 @@ def test_a_member_is_not_moved_past_a_writer_of_its_a() -> None:
     def pair(x: Tensor[(M, 64), bf16], w: ConstTensor[(32, 64), bf16], u: ConstTensor[(32, 64), bf16]):
         return x @ _t(w), x @ _t(u)
 
-    catalog = _catalog(4)
+    catalog = toy_gemm_catalog("rcr", shared_a_group=4)
     candidate = hoist_shared_values(lower_to_tile(partition_kernels(inline_calls(pair))))
     p = select_atoms(candidate, catalog, {})
     first, second = _gemm_kernels(p)
