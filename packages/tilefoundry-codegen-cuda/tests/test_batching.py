@@ -53,13 +53,16 @@ def _entry(text: str, name: str) -> str:
 def test_independent_row_norms_share_one_launch(cuda_source) -> None:
     """Two row norms reading and writing disjoint buffers: one __global__, CTAs split at end0_."""
     text = cuda_source(head_norms)
-    assert re.findall(r"launch_kernel\((\w+),", text) == ["head_norms__k0_k1_batch"]
+    assert re.findall(r"launch_kernel\((\w+),", text) == [
+        "head_norms__k0_k1_batch_packed",
+        "head_norms__k0_k1_batch",
+    ]
     assert "__global__ void __launch_bounds__(128) head_norms__k0_k1_batch(" in text
     assert "int64_t d_T, int64_t end0_) {" in text
     assert "  if (cta_ < end0_) {  // k0_rms_norm: CTAs [0, end0_)" in text
     assert "  } else {  // k1_rms_norm: CTAs [end0_, gridDim.x)" in text
-    # each member keeps its own loop, over its own range of CTAs
-    assert text.count("row_ += static_cast<int64_t>(spans_) * 4) {") == 2
+    # each member keeps its own loop, over its own range of CTAs (in the packed and the scalar batch)
+    assert text.count("row_ += static_cast<int64_t>(spans_) * 4) {") == 4
     assert "cuda: one launch for kernels k0_rms_norm, k1_rms_norm (rows of 128 threads, 32 lanes" in text
     assert "independent, none reads or writes a buffer another writes (k0_rms_norm writes out0; " in text
     assert "cuda: launched with k1_rms_norm as head_norms__k0_k1_batch, member 0 of its CTA ranges" in text
@@ -68,6 +71,7 @@ def test_independent_row_norms_share_one_launch(cuda_source) -> None:
 def test_batch_ctas_are_each_members_own_launch_geometry(cuda_source) -> None:
     """The host sizes each range as the member's own launch would: grid_blocks(its work, its per-CTA)."""
     entry = _entry(cuda_source(head_norms), "head_norms")
+    entry = entry[entry.index("} else {") :]  # the scalar batch's launch
     lines = [
         "const int64_t work0_ = (d_T * int64_t(4LL));",
         "const int64_t end0_ = (work0_ > 0 ? min_nan<int64_t>(grid_blocks(work0_, 4), 1073741823) : 0);",
@@ -83,7 +87,12 @@ def test_batch_ctas_are_each_members_own_launch_geometry(cuda_source) -> None:
 def test_dependent_consecutive_kernels_are_not_batched(cuda_source) -> None:
     """The second norm reads the first's result: two launches, the reason printed above the second."""
     text = cuda_source(chained)
-    assert re.findall(r"launch_kernel\((\w+),", text) == ["chained__k0_rms_norm", "chained__k1_rms_norm"]
+    assert re.findall(r"launch_kernel\((\w+),", text) == [
+        "chained__k0_rms_norm_v4",
+        "chained__k0_rms_norm",
+        "chained__k1_rms_norm_v4",
+        "chained__k1_rms_norm",
+    ]
     assert "// batch " not in text
     assert "//   cuda: not launched together with k0_rms_norm: it reads t0, which k0_rms_norm writes" in text
 
@@ -123,7 +132,9 @@ def test_batch_launches_off_launches_every_kernel_alone(cuda_source) -> None:
     """Option batch_launches=False: the source is what each kernel emits alone."""
     text = cuda_source(head_norms, {"batch_launches": False})
     assert re.findall(r"launch_kernel\((\w+),", text) == [
+        "head_norms__k0_rms_norm_v8",
         "head_norms__k0_rms_norm",
+        "head_norms__k1_rms_norm_v8",
         "head_norms__k1_rms_norm",
     ]
     assert "// batch " not in text

@@ -21,11 +21,12 @@ no order between them is observable, and each member runs exactly the body it ru
 
 The host sizes each member's range from its own work exactly as its own launch would (capped so
 the sum fits gridDim.x; the loops stride over any count), and skips the launch when all are
-empty. A member whose 16-byte packed variant (`Realization.packs`) the host picks at run time
-makes the batch come in two variants: the packed one (packed members packed, the others as
-always) when every packed member's base addresses are 16-byte aligned, else the scalar one for
-all. Members branch on blockIdx.x, uniform over a CTA, so a rows member's CTA barriers stay
-whole; their static shared memory adds up and must fit the budget.
+empty. A member with a 16-byte packed variant (`Realization.packed_buffers`: a grid's packed
+instance axis, a rows member's packed shared loops), which the host picks at run time, makes the
+batch come in two variants: the packed one (packed members packed, the others as always) when
+every packed member's base addresses are 16-byte aligned, else the scalar one for all. Members
+branch on blockIdx.x, uniform over a CTA, so a rows member's CTA barriers stay whole; their
+static shared memory adds up and must fit the budget.
 
 Not batched: atoms, index checks, placed kernels and any kernel with a Mesh scope (their launch
 is theirs), a GEMM epilogue (launched only when its atom did not apply it); kernels are never
@@ -82,7 +83,7 @@ class Batch:
     @property
     def packed_buffers(self) -> tuple[Buffer, ...]:
         """The base addresses the packed variant needs 16-byte aligned (none: no packed variant)."""
-        return _by_name(b for r in self.members if r.packs is not None for b in r.packs.buffers)
+        return _by_name(b for r in self.members for b in r.packed_buffers)
 
     @property
     def label(self) -> str:
@@ -174,7 +175,7 @@ def _batch(program: Program, run: list[Realization]) -> Batch:
     ]
     b = Batch(name, tuple(run), notes)
     if b.packed_buffers:
-        packed = ", ".join(r.kernel.name for r in run if r.packs is not None)
+        packed = ", ".join(r.kernel.name for r in run if r.packed_buffers)
         notes.append(
             f"cuda: {name}_packed runs {packed} in 16-byte packs when every packed base address "
             f"({', '.join(x.name for x in b.packed_buffers)}) is 16-byte aligned; else {name} runs every "
@@ -219,7 +220,7 @@ def _kernel(program: Program, b: Batch, packed: bool) -> list[str]:
             out.append(f"  {branch}  // {r.kernel.name}: CTAs [{lo}, {hi if i < last else 'gridDim.x'})")
         minus = f" - {lo}" if i else ""
         out += [f"    const int64_t span_ = cta_{minus};", f"    const int64_t spans_ = {hi}{minus};"]
-        body = BODIES[r.kind](program, r, packed and r.packs is not None, Span("span_", "spans_"))
+        body = BODIES[r.kind](program, r, packed and bool(r.packed_buffers), Span("span_", "spans_"))
         out += indent(body, 1)
     return [*out, "  }", "}", ""]
 

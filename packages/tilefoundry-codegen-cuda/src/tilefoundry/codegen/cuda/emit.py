@@ -81,8 +81,7 @@ def _derive_launch_config(r: Realization, cx: CExpr, packed: bool = False) -> La
     extents = [c.extent for c in r.chain]
     if r.placed is not None:
         return LaunchConfig(cx(work(extents)), r.threads, r.threads, ctas=r.placed.ctas)
-    if packed:
-        assert r.packs is not None
+    if packed and r.packs is not None:  # a packed grid's thread takes a pack; packed rows keep their rows
         extents[-1] = floordiv(extents[-1], r.packs.lanes)
     per_block = r.threads // r.group if r.kind == "rows" else r.threads
     return LaunchConfig(cx(work(extents)), r.threads, per_block)
@@ -104,13 +103,14 @@ def _launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
             f'    e.launched("{kname}");',
             f"    check_.raise_if_violated({{{msgs}}});",
         ]
-    elif r.packs is not None:
+    elif r.packed_buffers:
         vcfg = _derive_launch_config(r, cx, packed=True)
-        ptrs = ", ".join(cname(b) for b in r.packs.buffers)
+        ptrs = ", ".join(cname(b) for b in r.packed_buffers)
+        work = [f"      const int64_t work_ = {vcfg.work};"] if vcfg.work != cfg.work else []
         out += [
             f"    if (aligned16({{{ptrs}}})) {{",
-            f"      const int64_t work_ = {vcfg.work};",
-            f"      {_call(f'{r.name}_v{r.packs.lanes}', vcfg, args)}",
+            *work,
+            f"      {_call(r.name + r.variant, vcfg, args)}",
             "    } else {",
             f"      {_call(r.name, cfg, args)}",
             "    }",
@@ -130,7 +130,7 @@ def _launch_batch(program: Program, b: Batch, cx: CExpr) -> list[str]:
     def variant(name: str, packed: bool) -> list[str]:
         out = []
         for i, r in enumerate(b.members):
-            cfg = _derive_launch_config(r, cx, packed and r.packs is not None)
+            cfg = _derive_launch_config(r, cx, packed)
             ctas = f"(work{i}_ > 0 ? min_nan<int64_t>(grid_blocks(work{i}_, {cfg.per_block}), {cap}) : 0)"
             start = f"end{i - 1}_ + " if i else ""
             out += [f"const int64_t work{i}_ = {cfg.work};", f"const int64_t end{i}_ = {start}{ctas};"]

@@ -278,6 +278,17 @@ class GroupCode:
         return indent(out, depth)
 
 
+def group_packs(kernel: str, body: Stmt, group: int, reassociate: bool) -> tuple[PackPlan, ...]:
+    """The 16-byte pack plans `GroupCode` gives `body`'s shared loops, in order.
+
+    The rows realization plans them before emission, so the host knows which base addresses its
+    packed variant needs aligned.
+    """
+    code = GroupCode(SerialCode({}, kernel), group, set(), reassociate, True)
+    code.stmt(body, 0, {})
+    return tuple(code.packed)
+
+
 def unflatten(flat: str, axes: list[tuple[str, str]]) -> list[str]:
     """Declarations of each axis variable from a row-major flat index over `axes` (name, extent)."""
     if not axes:

@@ -145,7 +145,7 @@ def _grid(program: Program, r: Realization) -> list[str]:
     out = [*_head(r, program), *grid_body(program, r, False, WHOLE_GRID), "}", ""]
     if r.packs is None:
         return out
-    vec = [*_head(r, program, variant=f"_v{r.packs.lanes}"), *grid_body(program, r, True, WHOLE_GRID)]
+    vec = [*_head(r, program, variant=r.variant), *grid_body(program, r, True, WHOLE_GRID)]
     return out + vec + ["}", ""]
 
 
@@ -182,11 +182,12 @@ def _check(program: Program, r: Realization) -> list[str]:
 
 @body("rows")
 def rows_body(program: Program, r: Realization, packed: bool, ctas: Span) -> list[str]:
-    """Group scratch, then a loop handing instances to the CTAs' group slots (`packed` is unused)."""
+    """Group scratch, then a loop handing instances to the CTAs' group slots; `packed`: the variant
+    whose shared loops move the 16-byte packs of `r.row_packs`."""
     serial = SerialCode(dim_names(program), r.kernel.name)
     cx = serial.cx()
     read = {id(ld.buffer) for s in walk_stmts(r.body) for e in stmt_exprs(s) for ld in loads(e)}
-    group = GroupCode(serial, r.group, read, r.reassociate, r.vectorize)
+    group = GroupCode(serial, r.group, read, r.reassociate, packed)
     body = group.stmt(r.body, 2, {})
     slots = r.threads // r.group
     out = []
@@ -209,7 +210,12 @@ def rows_body(program: Program, r: Realization, packed: bool, ctas: Span) -> lis
 
 @emitter("rows")
 def _rows(program: Program, r: Realization) -> list[str]:
-    return [*_head(r, program), *rows_body(program, r, False, WHOLE_GRID), "}", ""]
+    """The scalar kernel, and the packed one (`r.variant`) when its shared loops have pack plans."""
+    out = [*_head(r, program), *rows_body(program, r, False, WHOLE_GRID), "}", ""]
+    if not r.row_packs:
+        return out
+    vec = [*_head(r, program, variant=r.variant), *rows_body(program, r, True, WHOLE_GRID)]
+    return out + vec + ["}", ""]
 
 
 @emitter("placed")

@@ -34,10 +34,10 @@ from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.plan.checks import check_units
 from tilefoundry.ir.target import TargetCatalog
 from tilefoundry.ir.tile.expr import Const, free_vars
-from tilefoundry.ir.tile.stmt import Alloc, AtomCall, Check, For, Kernel, Stmt, seq, walk_stmts
+from tilefoundry.ir.tile.stmt import Alloc, AtomCall, Buffer, Check, For, Kernel, Stmt, seq, walk_stmts
 
 from .attention import atom_blocker, atom_call, match_attention
-from .group import GroupCode
+from .group import GroupCode, group_packs
 from .placed import PlacedGrid, plan_placed
 from .serial import SerialCode, largest_count
 from .vector import PackPlan, plan_packs
@@ -68,8 +68,9 @@ class Realization:
         body: what each instance runs (the AtomCall for an atom).
         threads: threads per CTA; group: lanes per instance (1 for grid/check).
         packs: the 16-byte pack plan of a grid's innermost instance axis.
+        row_packs: the 16-byte pack plans of a rows realization's shared loops, in body order.
         smem_bytes: static shared memory of the kernel.
-        reassociate, vectorize: the options a rows realization shares loops under.
+        reassociate: the option a rows realization shares reductions under.
         placed: the launch of a placed realization (gridDim, blockDim, the loops' cuts).
         nests: a check's loop nests, each (instance loops, body), all run by its one launch.
         messages: a check's distinct messages; a violation reports the 1-based position of its own.
@@ -84,13 +85,32 @@ class Realization:
     threads: int = GRID_THREADS
     group: int = 1
     packs: PackPlan | None = None
+    row_packs: tuple[PackPlan, ...] = ()
     smem_bytes: int = 0
     reassociate: bool = False
-    vectorize: bool = True
     placed: PlacedGrid | None = None
     nests: tuple[tuple[tuple[For, ...], Stmt], ...] = ()
     messages: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def plans(self) -> tuple[PackPlan, ...]:
+        """Every pack plan of the packed variant (none: the kernel has only its scalar variant)."""
+        return (self.packs,) if self.packs is not None else self.row_packs
+
+    @property
+    def packed_buffers(self) -> tuple[Buffer, ...]:
+        """The buffers whose base addresses the packed variant needs 16-byte aligned, once each."""
+        seen: dict[int, Buffer] = {}
+        for plan in self.plans:
+            for b in plan.buffers:
+                seen.setdefault(id(b), b)
+        return tuple(seen.values())
+
+    @property
+    def variant(self) -> str:
+        """The packed variant's name suffix: `_v8`, its pack widths (`_v4_8` when loops differ)."""
+        return "_v" + "_".join(str(n) for n in sorted({p.lanes for p in self.plans}))
 
 
 def instance_chain(body: Stmt, bound_only: bool = True) -> tuple[tuple[For, ...], Stmt]:
@@ -302,6 +322,15 @@ def _rows(r: Realizer) -> list[Realization] | str | None:
             f"{r.smem_cap} B static budget; kept one thread per instance (ordered)"
         )
     axes = ", ".join(c.var for c in chain) or "none (one instance)"
+    shared = "parallel and reassociable loops shared by the lanes"
+    notes = [f"cuda: rows over instance loops {axes}: {how}; {shared}"]
+    packs = group_packs(r.k.name, body, group, r.reassociate) if r.vectorize else ()
+    if packs:
+        names = ", ".join(dict.fromkeys(b.name for p in packs for b in p.buffers))
+        notes.append(
+            f"cuda: shared loops {', '.join(p.var for p in packs)} in 16-byte packs ({names}); the host "
+            "launches the scalar variant when a base address is not 16-byte aligned"
+        )
     return [
         Realization(
             "rows",
@@ -311,13 +340,10 @@ def _rows(r: Realizer) -> list[Realization] | str | None:
             body,
             threads=threads,
             group=group,
+            row_packs=packs,
             smem_bytes=smem,
             reassociate=r.reassociate,
-            vectorize=r.vectorize,
-            notes=[
-                f"cuda: rows over instance loops {axes}: {how}; parallel and reassociable loops shared "
-                f"by the lanes"
-            ],
+            notes=notes,
         )
     ]
 
