@@ -35,11 +35,10 @@ import torch.nn.functional as F
 
 import tilefoundry
 from tilefoundry.dsl import DimVar, Tensor, bf16, f16, f32, func, i32, i64, module, tf
-from tilefoundry.models.causal_lm import causal_lm
-from tilefoundry.models.config import config_from_dict
 
 sys.path.insert(0, os.path.dirname(__file__))
 import catalogue_programs as cat
+from decode_layer import decode_attention
 
 Q = DimVar("q", 1, 400)
 K = DimVar("k", 1, 3001)
@@ -453,24 +452,6 @@ def test_bshd_cases_store_through_the_atom_without_a_copy_kernel(bshd) -> None:
     assert "[element grid]: reshape@" not in text and "[element grid]: transpose@" not in text
 
 
-QWEN3 = dict(
-    architectures=["Qwen3ForCausalLM"],
-    model_type="qwen3",
-    vocab_size=256,
-    hidden_size=256,
-    intermediate_size=768,
-    num_hidden_layers=1,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=64,
-    max_position_embeddings=128,
-    rms_norm_eps=1e-6,
-    rope_theta=1e6,
-    tie_word_embeddings=True,
-    torch_dtype="bfloat16",
-)
-
-
 def test_qwen3_attention_program_has_no_reshape_kernel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -478,11 +459,8 @@ def test_qwen3_attention_program_has_no_reshape_kernel(
     output projection itself (out_bshd), no reshape kernel is left, and it builds with nvcc."""
     cat.require_nvcc()
     monkeypatch.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path))
-    layer = causal_lm(config_from_dict(QWEN3), context=128, linear_layout="out_in").layers[0]
     seen: dict[str, str] = {}
-    linked = tilefoundry.compile(
-        layer.functions["attention"], target="cuda", dump=lambda stage, text: seen.__setitem__(stage, text)
-    )
+    linked = tilefoundry.compile(decode_attention(), target="cuda", dump=seen.__setitem__)
     (source,) = (text for stage, text in seen.items() if stage.startswith("generate source"))
     assert "k12_reshape and t10 dropped" in seen["check budget"]
     assert "  kernel k12_reshape  [" not in seen["check budget"] and "k12_reshape(" not in source

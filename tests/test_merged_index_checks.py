@@ -19,13 +19,11 @@ from tilefoundry.check import allclose, check
 from tilefoundry.codegen.cuda.catalog import arch_catalog
 from tilefoundry.codegen.cuda.emit import emit_module
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, f32, func, i64, tf
-from tilefoundry.ir.module import Module
 from tilefoundry.ir.pipeline import schedule_function
-from tilefoundry.models.causal_lm import causal_lm
-from tilefoundry.models.config import config_from_dict
 
 sys.path.insert(0, os.path.dirname(__file__))
 from catalogue_programs import require_nvcc
+from decode_layer import attention_args, decode_attention
 
 pytestmark = pytest.mark.usefixtures("fresh_build_cache")
 
@@ -95,21 +93,9 @@ def test_merged_checks_pass_good_inputs_and_match_the_evaluator_on_cpu() -> None
         assert report.passed, f"T={n}:\n{report}"
 
 
-def _decode_attention():
-    """The attention function of a one-layer Qwen3 decoder (tiny dims, bf16, 128-token context)."""
-    raw = dict(
-        architectures=["Qwen3ForCausalLM"], model_type="qwen3", vocab_size=256, hidden_size=256,
-        intermediate_size=768, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
-        max_position_embeddings=128, rms_norm_eps=1e-6, rope_theta=1e6, tie_word_embeddings=True,
-        torch_dtype="bfloat16",
-    )  # fmt: skip
-    lm = causal_lm(config_from_dict(raw), context=128, linear_layout="out_in")
-    return Module.of(lm.layers[0]).functions["attention"]
-
-
 def test_decode_attention_launches_one_check_kernel() -> None:
     """k9 (positions), k10 (pos, positions, pos) and k11 (kv_len) become one launch with one verdict."""
-    fn = _decode_attention()
+    fn = decode_attention()
     catalog = arch_catalog("sm_90a")
     text = emit_module(fn.name, (schedule_function(fn, catalog, {}),), catalog, {})
     assert len(re.findall(r"launch_kernel\(attention__\w*check", text)) == 1
@@ -126,46 +112,22 @@ def test_decode_attention_launches_one_check_kernel() -> None:
 def test_decode_attention_with_merged_checks_builds_with_nvcc() -> None:
     """The attention program's source, its one check kernel included, compiles with nvcc (no GPU needed)."""
     require_nvcc()
-    fn = _decode_attention()
+    fn = decode_attention()
     linked = tilefoundry.compile(fn, target="cuda")
     assert linked.library.is_file() and fn.name in linked.entries
-
-
-def _attention_args(tokens: int, gen: torch.Generator) -> list[torch.Tensor]:
-    def w(*shape: int, scale: float = 0.05) -> torch.Tensor:
-        return (torch.randn(*shape, generator=gen) * scale).to(torch.bfloat16).cuda()
-
-    i64_ = {"dtype": torch.int64, "device": "cuda"}
-    return [
-        w(tokens, 256, scale=1.0),
-        w(128, 64, scale=1.0),
-        w(128, 64, scale=1.0),
-        torch.randint(0, 128, (tokens,), generator=gen).to(**i64_),
-        torch.tensor(40, **i64_),
-        torch.tensor(40 + tokens, **i64_),
-        w(1, 2, 128, 64, scale=1.0),
-        w(1, 2, 128, 64, scale=1.0),
-        w(256, scale=1.0),
-        w(256, 256),
-        w(128, 256),
-        w(128, 256),
-        w(256, 256),
-        w(64, scale=1.0),
-        w(64, scale=1.0),
-    ]
 
 
 @pytest.mark.gpu
 def test_decode_attention_names_each_violated_check_on_gpu() -> None:
     """Bad positions, pos or kv_len each raise IndexError with their own message and value; good ones pass."""
-    fn = _decode_attention()
+    fn = decode_attention()
     f = tilefoundry.build(fn, target="cuda")
     gen = torch.Generator().manual_seed(13)
-    args = _attention_args(3, gen)
+    args = attention_args(3, gen)
     f(*args)
     torch.cuda.synchronize()
     for where, bad, message in [(3, 128, POSITIONS), (4, 126, POS), (5, 129, KV_LEN), (4, -1, POS)]:
-        args = _attention_args(3, gen)
+        args = attention_args(3, gen)
         _spoil(args, where, bad)
         with pytest.raises(IndexError, match=re.escape(f"attention: {message}{bad}")):
             f(*args)
