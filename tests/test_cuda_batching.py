@@ -113,9 +113,11 @@ def _misaligned(t: torch.Tensor) -> torch.Tensor:
     return out
 
 
-# Rows kernels load their packs unchecked (group.py), so only the grids' tensors are misaligned here.
 CASES = [
     ("head_norms", None),
+    ("head_norms", ("input", 1)),  # k: k1's packed input -> the scalar batch for both norms
+    ("head_norms", ("input", 2)),  # gq: k0's packed weight
+    ("head_norms", ("output", 0)),  # k0's packed output
     ("grids", None),
     ("grids", ("input", 0)),  # a: k0's packed input -> the scalar batch
     ("grids", ("input", 2)),  # c: k2's packed input -> the scalar batch

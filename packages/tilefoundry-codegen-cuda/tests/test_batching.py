@@ -166,3 +166,28 @@ def test_shared_memory_of_a_batch_stays_within_the_static_budget(sched) -> None:
     )
     (batch,) = plan_batches(p, rs, CATALOG, {}, set())
     assert isinstance(batch, Batch) and batch.name == "head_norms__k0_k1_batch"
+
+
+@func
+def rows_mixed(x: Tensor[(T, 64), f32], g: ConstTensor[(64,), f32], y: Tensor[(T, 63), f32]):
+    # a packed row norm (64 f32) and a softmax over rows of 63 (no packs) side by side
+    return tf.rms_norm(x, g), tf.softmax(y, -1)
+
+
+def test_batched_rows_run_packed_only_when_every_packed_member_is_aligned(cuda_source) -> None:
+    """Rows members with packs: the packed batch is guarded by all their packed buffers; a rows member
+    without packs runs its scalar body in both batches."""
+    text = cuda_source(head_norms)
+    entry = _entry(text, "head_norms")
+    assert "if (aligned16({b_gk, b_gq, b_k, b_out0, b_out1, b_q})) {" in entry
+    assert "cuda: head_norms__k0_k1_batch_packed runs k0_rms_norm, k1_rms_norm in 16-byte packs" in text
+    mixed_text = cuda_source(rows_mixed)
+    assert re.findall(r"launch_kernel\((\w+),", mixed_text) == [
+        "rows_mixed__k0_k1_batch_packed",
+        "rows_mixed__k0_k1_batch",
+    ]
+    assert "if (aligned16({b_g, b_out0, b_x})) {" in mixed_text
+    kernel = mixed_text[mixed_text.index("rows_mixed__k0_k1_batch_packed(") :]
+    kernel = kernel[: kernel.index("\n}\n")]
+    member1 = kernel[kernel.index("} else {  // k1_softmax") :]
+    assert "store_pack<4>(b_out0 + " in kernel and "_pack" not in member1

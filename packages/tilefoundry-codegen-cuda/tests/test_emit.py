@@ -100,3 +100,31 @@ def test_temporaries_come_from_the_callers_allocator(sched) -> None:
     (text,) = sources.files.values()
     assert list(sources.files) == ["m.cu"] and sources.entries == ("two",)
     assert "DeviceScratch<float> b_t0_mem(e, d_T * int64_t(64LL), stream_);  // (T, 64) f32" in text
+
+
+@func
+def odd_rms(x: Tensor[(T, 63), f32], g: ConstTensor[(63,), f32]):
+    return tf.rms_norm(x, g)
+
+
+def test_rows_with_packs_launch_the_packed_variant_only_when_aligned(cuda_source) -> None:
+    """A packed row norm comes as the scalar kernel and `_v8`; the host runs `_v8` only when x, g and
+    out0 start 16-byte aligned (a view one bf16 past a boundary would fault in load_pack)."""
+    text = cuda_source(rms)
+    assert "__global__ void __launch_bounds__(128) rms__k0_rms_norm(" in text
+    assert "__global__ void __launch_bounds__(128) rms__k0_rms_norm_v8(" in text
+    scalar = text[text.index("rms__k0_rms_norm(") : text.index("rms__k0_rms_norm_v8(")]
+    assert "load_pack" not in scalar and "store_pack" not in scalar
+    assert text.count("store_pack<8>(b_out0 + ") == 1
+    entry = text[text.index("void rms_entry(") :]
+    guard = entry.index("if (aligned16({b_x, b_g, b_out0})) {")
+    packed = entry.index("launch_kernel(rms__k0_rms_norm_v8, grid_blocks(work_, 4), 128, 0, stream_, ")
+    other = entry.index("} else {\n        launch_kernel(rms__k0_rms_norm, grid_blocks(work_, 4), 128, ")
+    assert guard < packed < other
+
+
+def test_rows_without_packs_have_one_variant(cuda_source) -> None:
+    """Rows of 63 f32 take no packs: one kernel, launched unguarded."""
+    text = cuda_source(odd_rms)
+    assert re.findall(r"launch_kernel\((\w+),", text) == ["odd_rms__k0_rms_norm"]
+    assert "_v4" not in text and "aligned16" not in text

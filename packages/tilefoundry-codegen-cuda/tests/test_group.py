@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from tilefoundry.codegen.cuda.group import GroupCode, ReduceChain, reduce_chain, shareable_parallel, unflatten
+from tilefoundry.codegen.cuda.group import (
+    GroupCode,
+    ReduceChain,
+    group_packs,
+    reduce_chain,
+    shareable_parallel,
+    unflatten,
+)
 from tilefoundry.codegen.cuda.serial import SerialCode
 from tilefoundry.ir.dtypes import f32
 from tilefoundry.ir.tile.expr import Const, Load, Var, binary
@@ -54,3 +61,14 @@ def test_unflatten_is_row_major() -> None:
         "f_r /= (B);",
         "const int64_t a = f_r;",
     ]
+
+
+def test_group_packs_are_the_plans_the_emitted_body_packs() -> None:
+    """group_packs plans what GroupCode packs, in body order: a reduction over x, then a store loop."""
+    store = For(
+        "j", Const(4096), Store(Buffer("y", f32, (8, 4096), "output"), (I, Var("j")), Load(X, (I, Var("j"))))
+    )
+    body = Seq((Let("acc", Const(0.0, f32), mutable=True), _sum(True), store))
+    plans = group_packs("k0", body, 32, reassociate=False)
+    assert [(p.var, p.lanes) for p in plans] == [("r", 4), ("j", 4)]
+    assert [[b.name for b in p.buffers] for p in plans] == [["x"], ["x", "y"]]

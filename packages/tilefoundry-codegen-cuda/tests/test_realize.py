@@ -189,6 +189,34 @@ def test_explicit_gemm_atom_and_thread_placement_conflict(sched) -> None:
     (r,) = _realize(sched(mm))
     assert r.kind == "placed"
     assert "keeps the loop the atom cuda_gemm_simt_64x64x16_f32_rrr replaced" in r.notes[0]
-    with pytest.raises(PlanError, match=r"explicit GEMM atom and placement on 'thread' refused: the atom "
-                       r"cuda_gemm_simt_64x64x16_f32_rrr chooses its own launch geometry"):
+    with pytest.raises(
+        PlanError,
+        match=r"explicit GEMM atom and placement on 'thread' refused: the atom "
+        r"cuda_gemm_simt_64x64x16_f32_rrr chooses its own launch geometry",
+    ):
         _realize(sched(mm, {"gemm": "atom"}), {"gemm": "atom"})
+
+
+@func
+def odd_norm(x: Tensor[(T, 63), f32], g: ConstTensor[(63,), f32]):
+    return tf.rms_norm(x, g)
+
+
+def test_rows_record_their_pack_plans_and_buffers(sched) -> None:
+    """A rows realization plans its shared loops' 16-byte packs up front: the host guards those buffers."""
+    narrow, wide = _realize(sched(norms))
+    assert [p.lanes for p in narrow.row_packs] == [8, 8] and narrow.variant == "_v8"
+    assert sorted(b.name for b in narrow.packed_buffers) == ["g", "out0", "x"]
+    assert (
+        "(x, g, out0); the host launches the scalar variant when a base address is not 16-byte"
+        in (narrow.notes[1])
+    )
+    assert wide.variant == "_v4" and sorted(b.name for b in wide.packed_buffers) == ["out1", "wide"]
+
+
+def test_rows_without_packable_loops_have_no_packed_variant(sched) -> None:
+    """Rows of 63 f32 (not a multiple of 4), or option vectorize=False: no pack plans, one variant."""
+    (odd,) = _realize(sched(odd_norm))
+    assert odd.kind == "rows" and odd.row_packs == () and odd.packed_buffers == ()
+    narrow, wide = _realize(sched(norms, {"vectorize": False}), {"vectorize": False})
+    assert narrow.row_packs == () and wide.row_packs == ()
