@@ -19,13 +19,11 @@ import tilefoundry
 from tilefoundry.codegen.cuda.catalog import arch_catalog
 from tilefoundry.codegen.cuda.emit import emit_module
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, module, tf
-from tilefoundry.ir.module import Module
 from tilefoundry.ir.pipeline import schedule_function
-from tilefoundry.models.causal_lm import causal_lm
-from tilefoundry.models.config import config_from_dict
 
 sys.path.insert(0, os.path.dirname(__file__))
 from catalogue_programs import inputs, require_nvcc
+from decode_layer import attention_args, decode_attention
 
 pytestmark = pytest.mark.usefixtures("fresh_build_cache")
 
@@ -51,21 +49,9 @@ class Batched:
         return tf.exp(a) * 2.0, tf.tanh(b), c + c
 
 
-def _decode_attention():
-    """The attention function of a one-layer Qwen3 decoder (tiny dims, bf16, 128-token context)."""
-    raw = dict(
-        architectures=["Qwen3ForCausalLM"], model_type="qwen3", vocab_size=256, hidden_size=256,
-        intermediate_size=768, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
-        max_position_embeddings=128, rms_norm_eps=1e-6, rope_theta=1e6, tie_word_embeddings=True,
-        torch_dtype="bfloat16",
-    )  # fmt: skip
-    lm = causal_lm(config_from_dict(raw), context=128, linear_layout="out_in")
-    return Module.of(lm.layers[0]).functions["attention"]
-
-
 def test_decode_attention_launches_q_k_norms_and_rope_cache_update_once_each() -> None:
     """k3 + k6 (q and k head norms) and k9 + k10 (rope of q, the cache update of k and v): one launch each."""
-    fn = _decode_attention()
+    fn = decode_attention()
     catalog = arch_catalog("sm_90a")
     text = emit_module(fn.name, (schedule_function(fn, catalog, {}),), catalog, {})
     entry = text[text.index("void attention_entry(") :]
@@ -87,7 +73,7 @@ def linked():
 
 def _attention_build(batched: bool):
     require_nvcc()
-    return tilefoundry.compile(_decode_attention(), target="cuda", options={"batch_launches": batched})
+    return tilefoundry.compile(decode_attention(), target="cuda", options={"batch_launches": batched})
 
 
 @pytest.fixture(scope="module")
@@ -152,30 +138,6 @@ def test_batched_kernels_match_evaluator_on_gpu(linked, name: str, shift: tuple[
             torch.testing.assert_close(got, want, atol=tol, rtol=tol, msg=lambda m, w=what: f"{w}: {m}")
 
 
-def _attention_args(tokens: int, gen: torch.Generator) -> list[torch.Tensor]:
-    def w(*shape: int, scale: float = 0.05) -> torch.Tensor:
-        return (torch.randn(*shape, generator=gen) * scale).to(torch.bfloat16).cuda()
-
-    i64_ = {"dtype": torch.int64, "device": "cuda"}
-    return [
-        w(tokens, 256, scale=1.0),
-        w(128, 64, scale=1.0),
-        w(128, 64, scale=1.0),
-        torch.randint(0, 128, (tokens,), generator=gen).to(**i64_),
-        torch.tensor(40, **i64_),
-        torch.tensor(40 + tokens, **i64_),
-        w(1, 2, 128, 64, scale=1.0),
-        w(1, 2, 128, 64, scale=1.0),
-        w(256, scale=1.0),
-        w(256, 256),
-        w(128, 256),
-        w(128, 256),
-        w(256, 256),
-        w(64, scale=1.0),
-        w(64, scale=1.0),
-    ]
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("tokens", [1, 5])
 def test_batched_decode_attention_equals_unbatched_bit_for_bit_on_gpu(attention_batched, tokens: int) -> None:
@@ -185,7 +147,7 @@ def test_batched_decode_attention_equals_unbatched_bit_for_bit_on_gpu(attention_
 
     batched = load_linked_module(attention_batched, "attention")
     alone = load_linked_module(_attention_build(False), "attention")
-    args = _attention_args(tokens, torch.Generator().manual_seed(tokens))
+    args = attention_args(tokens, torch.Generator().manual_seed(tokens))
     want = alone(*args)
     batched(*args)  # the first call reads the device facts
     torch.cuda.synchronize()
