@@ -13,15 +13,13 @@ is re-proved.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.plan.atoms import GemmRegion, match_gemm
 from tilefoundry.ir.plan.gemm_epilogues import epilogue_chain
 from tilefoundry.ir.plan.gemm_groups import gemm_members
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
 from tilefoundry.ir.tile.expr import Const, Expr, Load, Var, mul, transform
-from tilefoundry.ir.tile.stmt import Assign, AtomCall, Kernel, Let, Program, Stmt, Store, map_stmt
+from tilefoundry.ir.tile.stmt import AtomCall, Kernel, Program, map_exprs
 
 from .atoms import AtomKind, register
 from .kernels import dim_names, kernel_args, kernel_params
@@ -101,7 +99,7 @@ def _epilogue_device(program: Program, r: Realization) -> list[str]:
             return Var(f"c_{slots[id(x.buffer)]}", x.buffer.dtype)
         return None
 
-    body = map_stmt(n.body, lambda st: _rewrite_loads(st, result))
+    body = map_exprs(n.body, lambda x: transform(x, result))
     names = {f"c_{i}": f"c[{i}]" for i in range(len(members))}
     serial = SerialCode(dim_names(program), e.name)
     results = f"const {ctype(members[0].c.dtype)} (&c)[{len(members)}]"
@@ -115,17 +113,6 @@ def _epilogue_device(program: Program, r: Realization) -> list[str]:
         "  }",
         "};",
     ]
-
-
-def _rewrite_loads(s: Stmt, fn: Callable[[Expr], Expr | None]) -> Stmt | None:
-    """`s` (a leaf statement) with `fn` applied to its expressions; None for a statement with children."""
-    if isinstance(s, Store):
-        return Store(s.buffer, s.index, transform(s.value, fn))
-    if isinstance(s, Let):
-        return Let(s.name, transform(s.value, fn), s.mutable)
-    if isinstance(s, Assign):
-        return Assign(s.name, transform(s.value, fn))
-    return None
 
 
 def _group_init(atom: AtomCall, cx: CExpr) -> str:

@@ -341,29 +341,30 @@ class Program:
         return self.params[len(self.params) - self.output_count :]
 
 
-def substitute_stmt(s: Stmt, mapping: dict[str, Expr]) -> Stmt:
-    """`s` with each Var named in `mapping` replaced, in every expression it holds."""
-
-    def sub(e: Expr) -> Expr:
-        return substitute(e, mapping)
+def map_exprs(s: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:
+    """`s` with `fn` applied to every expression it holds (indices, values, extents, conditions)."""
 
     def one(x: Stmt) -> Stmt | None:
         if isinstance(x, Store):
-            return Store(x.buffer, tuple(sub(i) for i in x.index), sub(x.value))
+            return Store(x.buffer, tuple(fn(i) for i in x.index), fn(x.value))
         if isinstance(x, Let):
-            return Let(x.name, sub(x.value), x.mutable)
+            return Let(x.name, fn(x.value), x.mutable)
         if isinstance(x, Assign):
-            return Assign(x.name, sub(x.value))
+            return Assign(x.name, fn(x.value))
         if isinstance(x, Check):
-            return Check(sub(x.cond), x.message, sub(x.shown))
+            return Check(fn(x.cond), x.message, fn(x.shown))
         if isinstance(x, For):
-            return dataclasses.replace(x, extent=sub(x.extent), body=map_stmt(x.body, one))
+            return dataclasses.replace(x, extent=fn(x.extent), body=map_stmt(x.body, one))
         if isinstance(x, If):
-            return If(
-                sub(x.cond), map_stmt(x.then, one), None if x.orelse is None else map_stmt(x.orelse, one)
-            )
+            orelse = None if x.orelse is None else map_stmt(x.orelse, one)
+            return If(fn(x.cond), map_stmt(x.then, one), orelse)
         if isinstance(x, AtomCall):
-            return dataclasses.replace(x, params={k: sub(v) for k, v in x.params.items()})
+            return dataclasses.replace(x, params={k: fn(v) for k, v in x.params.items()})
         return None
 
     return map_stmt(s, one)
+
+
+def substitute_stmt(s: Stmt, mapping: dict[str, Expr]) -> Stmt:
+    """`s` with each Var named in `mapping` replaced, in every expression it holds."""
+    return map_exprs(s, lambda e: substitute(e, mapping))
