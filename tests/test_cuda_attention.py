@@ -154,12 +154,19 @@ def make_inputs(name: str, sq: int, skv: int, gen: torch.Generator) -> tuple[tor
     return tuple(out)
 
 
-def _compile_cases(tmp_path_factory: pytest.TempPathFactory, options: dict[str, str] | None):
+def _compile(mod, tmp_path_factory: pytest.TempPathFactory, options: dict[str, str] | None):
+    """`mod` compiled for cuda into a fresh build cache, with the generated source of its module."""
     cat.require_nvcc()
     mp = pytest.MonkeyPatch()
     mp.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path_factory.mktemp("tilefoundry-attention-cache")))
+    sources: list[str] = []
+
+    def dump(stage: str, text: str) -> None:
+        if stage.startswith("generate source"):
+            sources.append(text)
+
     try:
-        return tilefoundry.compile(Cases, target="cuda", options=options)
+        return tilefoundry.compile(mod, target="cuda", options=options, dump=dump), "\n".join(sources)
     finally:
         mp.undo()
 
@@ -167,13 +174,13 @@ def _compile_cases(tmp_path_factory: pytest.TempPathFactory, options: dict[str, 
 @pytest.fixture(scope="module")
 def linked(tmp_path_factory: pytest.TempPathFactory):
     """Every case, compiled once for cuda (the GPU's arch, else sm_90a)."""
-    return _compile_cases(tmp_path_factory, None)
+    return _compile(Cases, tmp_path_factory, None)[0]
 
 
 @pytest.fixture(scope="module")
 def linked_sm80(tmp_path_factory: pytest.TempPathFactory):
     """Every case built for sm_80: on a Hopper its split-KV keeps the workspace and merge kernel."""
-    return _compile_cases(tmp_path_factory, {"arch": "sm_80"})
+    return _compile(Cases, tmp_path_factory, {"arch": "sm_80"})[0]
 
 
 def test_attention_cases_compile_with_nvcc(linked) -> None:
@@ -414,33 +421,16 @@ class Bshd:
 BSHD_TOLERANCE = {**TOLERANCE, torch.float32: 1e-4}
 
 
-def _compile_bshd(tmp_path_factory: pytest.TempPathFactory, options: dict[str, str] | None):
-    """Bshd compiled for cuda, with the generated source of its module."""
-    cat.require_nvcc()
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path_factory.mktemp("tilefoundry-bshd-cache")))
-    sources: list[str] = []
-
-    def dump(stage: str, text: str) -> None:
-        if stage.startswith("generate source"):
-            sources.append(text)
-
-    try:
-        return tilefoundry.compile(Bshd, target="cuda", options=options, dump=dump), "\n".join(sources)
-    finally:
-        mp.undo()
-
-
 @pytest.fixture(scope="module")
 def bshd(tmp_path_factory: pytest.TempPathFactory):
     """The BSHD cases compiled once for cuda (the GPU's arch, else sm_90a), and their source."""
-    return _compile_bshd(tmp_path_factory, None)
+    return _compile(Bshd, tmp_path_factory, None)
 
 
 @pytest.fixture(scope="module")
 def bshd_sm80(tmp_path_factory: pytest.TempPathFactory):
     """The BSHD cases built for sm_80: split-KV decode keeps the workspace and the merge kernel."""
-    return _compile_bshd(tmp_path_factory, {"arch": "sm_80"})
+    return _compile(Bshd, tmp_path_factory, {"arch": "sm_80"})
 
 
 def test_bshd_cases_store_through_the_atom_without_a_copy_kernel(bshd) -> None:
