@@ -6,15 +6,20 @@ kernel's total and per-step time, its launches per step, and the step's kernel t
 its weight-streaming floor at the given bandwidth:
 
     python bench/models/profile_decode.py --out /tmp/qwen3 [--steps 8] [--top 25] [--tb-s 4.1] [--no-pdl]
+        [--option batch_launches=False] [--compile-only]
 
 With programmatic dependent launch (the default on Hopper) a kernel is launched while its
 predecessor runs and waits for it, so the profiler charges it part of its predecessor's time;
 --no-pdl turns PDL off for the whole run (TILEFOUNDRY_CUDA_PDL=0), so each kernel is timed alone.
+--option passes a compile option (a Python literal value) for an A/B of one realization;
+--compile-only fills the on-disk build cache and stops, so builds can run side by side before
+the timed runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import time
 from collections import defaultdict
@@ -37,6 +42,17 @@ def kernel_table(prof: torch.profiler.profile, steps: int) -> list[tuple[str, fl
     return sorted(rows, key=lambda r: -r[1])
 
 
+def compile_option(text: str) -> tuple[str, object]:
+    """KEY=VALUE, the value a Python literal (False, 4, 'x')."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--option {text!r}: expected KEY=VALUE")
+    try:
+        return key, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        raise argparse.ArgumentTypeError(f"--option {text!r}: the value is not a Python literal") from None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
@@ -45,6 +61,8 @@ def main() -> int:
     ap.add_argument("--tb-s", type=float, default=4.1, help="bandwidth of the floor, TB/s")
     ap.add_argument("--context", type=int, default=2048)
     ap.add_argument("--no-pdl", action="store_true", help="launch without programmatic dependent launch")
+    ap.add_argument("--option", type=compile_option, action="append", default=[], help="KEY=VALUE")
+    ap.add_argument("--compile-only", action="store_true", help="build (or find) the model and stop")
     args = ap.parse_args()
     if args.no_pdl:
         os.environ["TILEFOUNDRY_CUDA_PDL"] = "0"  # read by each module at its first launch
@@ -57,8 +75,10 @@ def main() -> int:
         ckpt = write_checkpoint(args.out, 28)
     t0 = time.perf_counter()
     print(f"opening {ckpt} on cuda (compile + load) ...", flush=True)
-    opened = open_model(ckpt, target="cuda", context=args.context)
+    opened = open_model(ckpt, target="cuda", context=args.context, options=dict(args.option))
     print(f"open_model (compile + load): {time.perf_counter() - t0:.1f} s", flush=True)
+    if args.compile_only:
+        return 0
     ids = torch.arange(16, device="cuda")
     generate(opened.model, ids, max_new_tokens=4, cuda_graph=False)  # warm-up
     steps = args.steps
@@ -71,8 +91,10 @@ def main() -> int:
     weights = sum(f.stat().st_size for f in ckpt.glob("*.safetensors"))
     step_us = sum(us for _, us, _ in rows)
     launches = sum(n for _, _, n in rows)
-    print(f"kernel time per step {step_us:.0f} us over {launches} launches; weights {weights / 1e9:.2f} GB, "
-          f"floor {weights / (args.tb_s * 1e12) * 1e6:.0f} us at {args.tb_s} TB/s")
+    print(
+        f"kernel time per step {step_us:.0f} us over {launches} launches; weights {weights / 1e9:.2f} GB, "
+        f"floor {weights / (args.tb_s * 1e12) * 1e6:.0f} us at {args.tb_s} TB/s"
+    )
     for name, us, n in rows[: args.top]:
         print(f"{us:9.1f} us {n:5d}x  {name[:150]}")
     graphed = generate(opened.model, ids, max_new_tokens=128, cuda_graph=True)

@@ -69,3 +69,29 @@ def test_byte_tokenizer_round_trips_any_text(tmp_path):
 def test_a_tokenizer_needs_256_ids(tmp_path):
     with pytest.raises(ValueError, match="a byte-level tokenizer needs vocab_size >= 256, got 128"):
         write_random_checkpoint(tmp_path / "small", config={**DEMO_CONFIG, "vocab_size": 128})
+
+
+def test_open_model_refuses_compile_options_on_a_target_that_compiles_nothing(tmp_path):
+    ckpt = write_random_checkpoint(tmp_path / "demo", seed=2, tokenizer=False)
+    with pytest.raises(ValueError, match=r"options \['vectorize'\]: target 'torch' compiles nothing"):
+        open_model(ckpt, target="torch", device="cpu", context=16, options={"vectorize": False})
+
+
+def test_open_model_hands_compile_options_to_the_compiled_twin(tmp_path, monkeypatch):
+    """The options reach `tilefoundry.twin` unchanged (the build itself is the compiler's test)."""
+    import tilefoundry
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_twin(sem, *, target, options):
+        seen.update(target=target, options=options)
+        raise Stop
+
+    monkeypatch.setattr(tilefoundry, "twin", fake_twin)
+    ckpt = write_random_checkpoint(tmp_path / "demo", seed=2, tokenizer=False)
+    with pytest.raises(Stop):
+        open_model(ckpt, target="cpu", device="cpu", context=16, options={"batch_launches": False})
+    assert seen == {"target": "cpu", "options": {"batch_launches": False}}

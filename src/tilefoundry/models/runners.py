@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,21 +38,24 @@ from .torch_twins import bert_twin, causal_lm_twin
 
 TARGETS = ("reference", "torch", "cpu", "cuda")
 
-# A runner builds the runnable model: (config, Module, resource) -> LoadedModule or RuntimeModule.
-Runner = Callable[[ModelConfig, Module, SafetensorsResource], Any]
+# A runner builds the runnable model: (config, Module, resource, compile options) -> LoadedModule
+# or RuntimeModule.
+Runner = Callable[[ModelConfig, Module, SafetensorsResource, Mapping[str, Any]], Any]
 
 
-def _reference(cfg: ModelConfig, sem: Module, resource: SafetensorsResource) -> Any:
+def _reference(
+    cfg: ModelConfig, sem: Module, resource: SafetensorsResource, options: Mapping[str, Any]
+) -> Any:
     return sem.load(resource)
 
 
-def _torch(cfg: ModelConfig, sem: Module, resource: SafetensorsResource) -> Any:
+def _torch(cfg: ModelConfig, sem: Module, resource: SafetensorsResource, options: Mapping[str, Any]) -> Any:
     twin_class = causal_lm_twin(cfg, sem) if isinstance(cfg, CausalLMConfig) else bert_twin(cfg, sem)
     return twin_class().load(resource)
 
 
 def _compiled(target: str) -> Runner:
-    def run(cfg: ModelConfig, sem: Module, resource: SafetensorsResource) -> Any:
+    def run(cfg: ModelConfig, sem: Module, resource: SafetensorsResource, options: Mapping[str, Any]) -> Any:
         try:
             from tilefoundry import twin
         except ImportError as err:
@@ -62,7 +65,7 @@ def _compiled(target: str) -> Runner:
                 expected="an installed compiler",
                 got=str(err),
             ) from None
-        return twin(sem, target=target).load(resource)
+        return twin(sem, target=target, options=options).load(resource)
 
     return run
 
@@ -76,6 +79,7 @@ LINEAR_LAYOUT: dict[str, str] = {"cuda": "out_in"}
 def linear_layout_of(target: str) -> str:
     """The Linear-weight layout a causal LM compiled for `target` declares."""
     return LINEAR_LAYOUT.get(target, "in_out")
+
 
 RUNNERS: dict[str, Runner] = {
     "reference": _reference,
@@ -142,6 +146,7 @@ def open_model(
     target: str = "reference",
     device: torch.device | str | None = None,
     context: int | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> OpenedModel:
     """Read config.json, build the Module, and load the weights for `target`.
 
@@ -150,6 +155,8 @@ def open_model(
         device: defaults to `default_device(target)`.
         context: the KV-cache length of a causal LM (default: its whole context); ignored for
             an encoder.
+        options: compile options of a compiled target (`tilefoundry.compile`'s), e.g.
+            {"batch_launches": False}; refused by the reference and torch targets.
 
     Raises:
         FileNotFoundError: a missing directory, config.json or weights file.
@@ -161,6 +168,10 @@ def open_model(
     """
     if target not in RUNNERS:
         raise ValueError(f"unknown target {target!r}; accepted: {', '.join(RUNNERS)}")
+    if options and target not in ("cpu", "cuda"):
+        raise ValueError(
+            f"options {sorted(options)}: target {target!r} compiles nothing; only cpu and cuda take them"
+        )
     cfg = read_config(ckpt_dir)
     dev = torch.device(device) if device is not None else default_device(target)
     if dev.type == "cuda" and not torch.cuda.is_available():
@@ -177,7 +188,7 @@ def open_model(
         alias = bert_alias(cfg, prefix=_bert_prefix(Path(ckpt_dir)))
     try:
         resource = SafetensorsResource(str(ckpt_dir), device=str(dev), alias=alias)
-        model = RUNNERS[target](cfg, sem, resource)
+        model = RUNNERS[target](cfg, sem, resource, dict(options or {}))
     except SafetensorError as err:
         files = ", ".join(sorted(p.name for p in Path(ckpt_dir).glob("*.safetensors")))
         raise CheckpointError(
