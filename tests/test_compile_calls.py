@@ -286,5 +286,5 @@ def test_huge_pages_option_turns_the_advice_off() -> None:
 
     on, off = source({}), source({"huge_pages": False})
     assert "prefer_huge_pages(a_out0);" in on and "prefer_huge_pages" not in off
-    with pytest.raises(TargetUnavailable, match=r"cpu: option huge_pages must be True or False, got 1"):
+    with pytest.raises(PlanError, match=r"cpu: option huge_pages must be True or False, got 1"):
         tilefoundry.compile(small, target="cpu", options={"huge_pages": 1})

@@ -15,7 +15,7 @@ import tilefoundry
 from tilefoundry.check import max_abs, ulp
 from tilefoundry.dsl import DimVar, Tensor, f32, func
 from tilefoundry.dsl import tf as t
-from tilefoundry.ir.errors import TargetUnavailable
+from tilefoundry.ir.errors import PlanError
 
 M = DimVar("M", 1, 1 << 20)
 
@@ -85,5 +85,5 @@ def test_precision_f32_math_stays_within_stated_ulp_bounds(vector_math: bool) ->
 
 def test_vector_math_option_must_be_a_bool() -> None:
     """A misspelled vector_math value is refused before planning, naming the option."""
-    with pytest.raises(TargetUnavailable, match=r"cpu: option vector_math must be True or False, got 'no'"):
+    with pytest.raises(PlanError, match=r"cpu: option vector_math must be True or False, got 'no'"):
         tilefoundry.compile(math, target="cpu", options={"vector_math": "no"})

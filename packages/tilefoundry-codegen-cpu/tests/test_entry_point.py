@@ -6,7 +6,7 @@ from importlib.metadata import entry_points
 import pytest
 
 import tilefoundry.codegen.cpu.plugin as cpu_plugin
-from tilefoundry.codegen.cpu.catalog import host_catalog
+from tilefoundry.codegen.cpu.catalog import ISA_LEVELS, host_catalog, supported_levels
 from tilefoundry.codegen.cpu.probe import HostFacts, host_facts, probe
 from tilefoundry.ir.errors import TargetUnavailable
 from tilefoundry.ir.target import GROUP, TargetCatalog, get_target
@@ -76,9 +76,15 @@ def test_arm_and_scalar_hosts():
 
 
 def test_unknown_isa_option_is_reported_through_the_registry():
-    with pytest.raises(TargetUnavailable, match=r"tilefoundry_target_catalog raised ValueError: "
-                                                r"cpu: isa 'avx9'"):
+    """An ISA no level names is refused by its declaration; one the host lacks, by the catalog."""
+    refusal = r"option isa must be one of avx512, avx2, sse2, neon, None, got 'avx9'"
+    with pytest.raises(TargetUnavailable, match=rf"tilefoundry_target_catalog raised PlanError: {refusal}"):
         get_target("cpu").catalog_for({"isa": "avx9"})
+    here = {level.name for level in supported_levels(host_facts())}
+    missing = next(level.name for level in ISA_LEVELS if level.name not in here)
+    with pytest.raises(TargetUnavailable, match=rf"tilefoundry_target_catalog raised ValueError: "
+                                                rf"cpu: isa '{missing}' is not available here"):
+        get_target("cpu").catalog_for({"isa": missing})
 
 
 def test_probe_without_a_compiler_says_why(monkeypatch):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import tilefoundry
-from tilefoundry.codegen.cuda.emit import GEMM_TILES
+from tilefoundry.codegen.cuda.options import GEMM_TILE
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, tf
 from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.target import get_target
@@ -28,7 +28,7 @@ def test_a_non_default_tile_defines_the_collectives_tile_shape(cuda_source) -> N
     text = cuda_source(proj, {"gemm_tile": "256x128"})
     assert "#define TILEFOUNDRY_SM90_TILE_M 256\n#define TILEFOUNDRY_SM90_TILE_N 128\n" in text
     assert "TILEFOUNDRY_SM90_TILE_M" not in cuda_source(proj)
-    assert GEMM_TILES[0] == "128x128"
+    assert GEMM_TILE.values[0] == GEMM_TILE.default == "128x128"
 
 
 def test_the_tile_only_matters_where_the_collective_is_built(cuda_source) -> None:
@@ -49,6 +49,6 @@ def test_every_offered_tile_builds_with_nvcc(tmp_path, monkeypatch) -> None:
     if not get_target("cuda").availability.can_compile:
         pytest.skip("cuda cannot compile here: " + "; ".join(get_target("cuda").availability.reasons))
     monkeypatch.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path))
-    for tile in GEMM_TILES[1:]:
+    for tile in GEMM_TILE.values[1:]:
         linked = tilefoundry.compile(proj, target="cuda", options={"gemm_tile": tile, "arch": "sm_90a"})
         assert linked.library.is_file()

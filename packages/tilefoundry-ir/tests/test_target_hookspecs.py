@@ -7,7 +7,7 @@ import pluggy
 from tilefoundry.ir.target import hookimpl, hookspecs
 
 HOOKS = ("tilefoundry_target_name", "tilefoundry_target_catalog", "tilefoundry_probe",
-         "tilefoundry_codegen", "tilefoundry_builder", "tilefoundry_cost")
+         "tilefoundry_target_options", "tilefoundry_codegen", "tilefoundry_builder", "tilefoundry_cost")
 
 
 def _specs() -> dict:

@@ -14,6 +14,7 @@ text of its result, so a user sees what was decided and why:
     == merge checks ==          index checks over unwritten inputs as one kernel, run first
     == group gemms ==           GEMM atoms sharing A merged into one call
     == fuse epilogues ==        a GEMM's element-wise consumer named its epilogue
+    == update in place ==       outputs proved to be an input with one region rewritten
     == check budget ==          Scheduled TileIR, local scratch within capacity
 """
 
@@ -31,6 +32,7 @@ from .plan.budget import check_budget
 from .plan.checks import merge_checks
 from .plan.gemm_epilogues import fuse_epilogues
 from .plan.gemm_groups import group_gemms
+from .plan.in_place import update_in_place
 from .plan.partition import Partition, partition_kernels
 from .plan.permuted_stores import permute_stores
 from .printer import function_text
@@ -91,6 +93,7 @@ def schedule_function(
     ir = step("merge checks", merge_checks(ir))
     ir = step("group gemms", group_gemms(ir, catalog))
     ir = step("fuse epilogues", fuse_epilogues(ir, catalog))
+    ir = step("update in place", update_in_place(ir))
     ir = step("check budget", check_budget(ir, catalog))
     return ir
 

@@ -38,6 +38,7 @@ import torch
 
 from tilefoundry.ir.hir import Function
 from tilefoundry.ir.module import Module
+from tilefoundry.ir.target import get_target
 
 from .jit import _as_module, build, cache_key, cache_root, options_text
 
@@ -177,6 +178,9 @@ class Autotuned:
         if clash:
             raise ValueError(f"autotune: option {clash[0]!r} is both fixed (options) and tuned (space)")
         self.configs = configurations(self.space)
+        # NOTE: checked now: a misspelled value would otherwise be tried and recorded as a rejection.
+        for config in self.configs:
+            get_target(target).check_options({**self.options, **config})
         text = "\n".join([cache_key(self.mod, target, self.options), options_text(self.space)])
         self.key = hashlib.sha256(text.encode()).hexdigest()[:32]
         self._built: dict[str, Any] = {}
@@ -259,6 +263,7 @@ def autotune(
 
     Raises:
         ValueError: an option with no values, or one both fixed in `options` and tuned.
+        PlanError: an option the target does not declare, or a value it does not accept.
         TypeError: `fn` is not a @func Function, or a Module holding other than one function.
     """
     return Autotuned(fn, target=target, space=space, options=options)

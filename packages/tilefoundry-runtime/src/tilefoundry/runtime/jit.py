@@ -85,9 +85,10 @@ class _Typed:
 
 
 def entry_abi_of_program(program: Program) -> EntryABI:
-    """The compiled entry's EntryABI: the program's parameter buffers, inputs then outputs."""
+    """The compiled entry's EntryABI: the program's parameter buffers, inputs then outputs, and the
+    outputs it updates in place."""
     params = tuple(ParamABI(b.name, TensorType(b.shape, b.dtype)) for b in program.params)
-    return EntryABI(program.name, params, program.output_count, ABI_VERSION)
+    return EntryABI(program.name, params, program.output_count, ABI_VERSION, program.updates)
 
 
 def _library(

@@ -31,6 +31,7 @@ from tilefoundry.ir.errors import TargetUnavailable
 from tilefoundry.ir.target import LinkedLibrary, Sources
 from tilefoundry.runtime.headers import cuda_include_dirs, cutlass_include_dir, runtime_include_dir
 
+from .options import VECTOR_MATH
 from .probe import host_facts
 
 NAME = "cpu"
@@ -88,7 +89,7 @@ def include_flags() -> tuple[str, ...]:
 
 def option_flags(options: Mapping[str, Any]) -> tuple[str, ...]:
     """Flags the compile options add: `vector_math=False` -> `-DTILEFOUNDRY_SCALAR_MATH`."""
-    return () if options.get("vector_math", True) else ("-DTILEFOUNDRY_SCALAR_MATH",)
+    return () if VECTOR_MATH.read(options) else ("-DTILEFOUNDRY_SCALAR_MATH",)
 
 
 def compile_flags(options: Mapping[str, Any] | None = None) -> tuple[str, ...]:

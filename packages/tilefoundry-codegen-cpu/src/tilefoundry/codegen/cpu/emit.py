@@ -22,6 +22,7 @@ from typing import Any
 
 from tilefoundry.ir.dims import dim_vars, format_dim
 from tilefoundry.ir.errors import PlanError
+from tilefoundry.ir.plan.in_place import region_nest
 from tilefoundry.ir.target import Sources
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype, entry_checks, literal, shape_text
 from tilefoundry.ir.tile.expr import Const, Expr, Load, Var, free_vars
@@ -348,6 +349,8 @@ def _load_target(s: Store) -> Expr:
 
 def _kernel(program: Program, k: Kernel) -> list[str]:
     body = _Body(program, k)
+    # NOTE: a source the kernel updates in place may be its output's very memory; each element
+    # is then read before it is overwritten, by the iteration that overwrites it (ir.plan.in_place).
     params = [f"const {ctype(b.dtype)}* __restrict__ {cname(b)}" for b in k.reads]
     params += [f"{ctype(b.dtype)}* __restrict__ {cname(b)}" for b in k.writes]
     params += [f"int64_t d_{d.var.name}" for d in program.dims]
@@ -355,7 +358,13 @@ def _kernel(program: Program, k: Kernel) -> list[str]:
     head = [f"// kernel {k.name} [{k.form}]" + (f": {', '.join(k.origin)}" if k.origin else "")]
     head += [f"//   {d}" for d in k.decisions]
     sig = f"[[maybe_unused]] static void {program.name}__{k.name}({', '.join(params)}) {{"
-    return [*head, sig, *body.stmt(k.body, 1, {}), "}", ""]
+    out = [*head, sig, *body.stmt(k.body, 1, {}), "}", ""]
+    if not k.updates:
+        return out
+    region = region_nest(k, frozenset(d.var.name for d in program.dims))
+    sig = f"[[maybe_unused]] static void {program.name}__{k.name}_in_place({', '.join(params)}) {{"
+    note = f"// kernel {k.name} in place: only its region, run when every output it updates is its source"
+    return [*out, note, sig, *body.stmt(region, 1, {}), "}", ""]
 
 
 def _entry(program: Program, huge_pages: bool) -> list[str]:
@@ -375,7 +384,11 @@ def _entry(program: Program, huge_pages: bool) -> list[str]:
         args_k = [_ptr(b) for b in (*k.reads, *k.writes)]
         args_k += [f"d_{d.var.name}" for d in program.dims]
         args_k.append(f'"{program.name}"')
-        out.append(f"  {program.name}__{k.name}({', '.join(args_k)});")
+        call = f"{program.name}__{k.name}({', '.join(args_k)});"
+        if k.updates:
+            same = " && ".join(f"{_ptr(u.output)} == {_ptr(u.source)}" for u in k.updates)
+            call = f"if ({same}) {program.name}__{k.name}_in_place({', '.join(args_k)}); else {call}"
+        out.append(f"  {call}")
     out += ["}", f"TVM_FFI_DLL_EXPORT_TYPED_FUNC({program.name}, {program.name}_entry);", ""]
     return out
 

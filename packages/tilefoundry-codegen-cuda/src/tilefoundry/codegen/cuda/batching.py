@@ -45,10 +45,10 @@ from tilefoundry.ir.tile.cexpr import cname, ctype
 from tilefoundry.ir.tile.stmt import Buffer, Program
 
 from .kernels import BODIES, Span, kernel_comment
+from .options import BATCH_LAUNCHES
 from .realize import STATIC_SMEM_BYTES, Realization
 from .serial import indent
 
-OPTION = "batch_launches"
 # gridDim.x's limit: the members' CTA counts together stay within it.
 MAX_CTAS = 2147483647
 
@@ -148,7 +148,7 @@ def plan_batches(
     Args:
         conditional: ids of kernels the entry launches only under a condition (GEMM epilogues).
     """
-    if not options.get(OPTION, True):
+    if not BATCH_LAUNCHES.read(options):
         return list(realizations)
     smem_cap = min(STATIC_SMEM_BYTES, catalog.smem_bytes)
     runs: list[list[Realization]] = []

@@ -29,6 +29,7 @@ from tilefoundry.ir.errors import TargetUnavailable
 from tilefoundry.ir.target import LinkedLibrary, Sources
 from tilefoundry.runtime.headers import cutlass_include_dir, runtime_include_dir
 
+from .options import PORTABLE
 from .probe import cuda_facts
 
 NAME = "cuda"
@@ -81,7 +82,7 @@ def gencode(arch: str) -> tuple[str, ...]:
 def arch_flags(arch: str, options: Mapping[str, Any]) -> tuple[str, ...]:
     """Every `-gencode` of a build for the catalog's `arch` under `options`."""
     flags = gencode(arch)
-    if options.get("portable", False) and arch != PORTABLE_ARCH:
+    if PORTABLE.read(options) and arch != PORTABLE_ARCH:
         flags += gencode(PORTABLE_ARCH)
     return flags
 

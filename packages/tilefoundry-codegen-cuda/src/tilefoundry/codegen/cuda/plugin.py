@@ -1,30 +1,35 @@
-"""Hooks of the cuda target: per-arch catalogs, the nvcc/GPU probe, CUDA C++ codegen and the nvcc builder.
+"""Hooks of the cuda target: per-arch catalogs, the nvcc/GPU probe, its options, CUDA C++ codegen and builds.
 
-Compile options read here: "arch" ("sm_80", "sm_90", "sm_90a") selects the catalog and the
-code built; without it, the GPU's arch when one of at least sm_80 is present, else sm_90a.
-"portable": True also builds sm_80 code into the library (build.py).
+Its compile options are declared in options.py. Option "arch" selects the catalog and the code
+built; unset, the GPU's arch when one of at least sm_80 is present, else sm_90a.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tilefoundry.ir.target import Availability, LinkedLibrary, Sources, TargetCatalog, hookimpl
+from tilefoundry.ir.target import Availability, LinkedLibrary, Option, Sources, TargetCatalog, hookimpl
 
 from . import build, emit
 from .catalog import ARCHS, DEFAULT_ARCH, NAME, arch_catalog
+from .options import ARCH, OPTIONS
 from .probe import cuda_facts, probe
 
 
 def _arch(options: Mapping[str, Any]) -> str:
     gpu = cuda_facts().gpu
     default = gpu.arch if gpu is not None and gpu.arch in ARCHS else DEFAULT_ARCH
-    return options.get("arch", default)
+    return ARCH.read(options) or default
 
 
 @hookimpl
 def tilefoundry_target_name() -> str:
     return NAME
+
+
+@hookimpl
+def tilefoundry_target_options() -> Sequence[Option]:
+    return OPTIONS
 
 
 @hookimpl

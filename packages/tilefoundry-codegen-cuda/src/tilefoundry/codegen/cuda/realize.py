@@ -33,11 +33,13 @@ from typing import Any
 from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.plan.checks import check_units
 from tilefoundry.ir.target import TargetCatalog
+from tilefoundry.ir.target.options import GEMM, REASSOCIATE, VECTORIZE
 from tilefoundry.ir.tile.expr import Const, free_vars
 from tilefoundry.ir.tile.stmt import Alloc, AtomCall, Buffer, Check, For, Kernel, Stmt, seq, walk_stmts
 
 from .attention import atom_blocker, atom_call, match_attention
 from .group import GroupCode, group_packs
+from .options import ATTENTION
 from .placed import PlacedGrid, plan_placed
 from .serial import SerialCode, largest_count
 from .vector import PackPlan, plan_packs
@@ -51,7 +53,6 @@ ROW_WARPS_PER_CTA = 4
 # NOTE: statically declared shared memory is limited to 48 KiB per CTA whatever the device offers.
 STATIC_SMEM_BYTES = 48 * 1024
 PLACEMENTS = ("cta", "thread")
-ATTENTION_CHOICES = ("auto", "loop", "atom")
 # The attention atom's K/V tile (keys) and query rows per CTA (atoms/attention.cuh).
 ATTN_KEYS = 32
 ATTN_ROWS = 4
@@ -132,16 +133,10 @@ class Realizer:
         self.program = program
         self.k = k
         self.catalog = catalog
-        self.vectorize = bool(options.get("vectorize", True))
-        self.reassociate = bool(options.get("reassociate", False))
-        self.attention = options.get("attention", "auto")
-        self.gemm = options.get("gemm", "auto")
-        if self.attention not in ATTENTION_CHOICES:
-            raise PlanError(
-                f"option attention must be one of {', '.join(ATTENTION_CHOICES)}, got {self.attention!r}",
-                expected=ATTENTION_CHOICES,
-                got=self.attention,
-            )
+        self.vectorize = VECTORIZE.read(options)
+        self.reassociate = REASSOCIATE.read(options)
+        self.attention = ATTENTION.read(options)
+        self.gemm = GEMM.read(options)
         self.smem_cap = min(STATIC_SMEM_BYTES, catalog.smem_bytes)
         self.dims: dict[str, str] = {}
 

@@ -26,11 +26,11 @@ from typing import Any
 
 from ..errors import PlanError
 from ..target.catalog import MmaAtom, TargetCatalog
+from ..target.options import GEMM
 from ..tile.expr import Bin, Cast, Const, Expr, Load, Var, dim_expr, mul
 from ..tile.stmt import Assign, AtomCall, Buffer, For, Kernel, Let, Program, Seq, Stmt, Store
 from .transposed_operands import TransposeFold, drop_folded, find_fold, read_in_place
 
-GEMM_CHOICES = ("auto", "loop", "atom")
 # The operand majors a region takes once the transpose feeding that operand is read in place.
 TRANSPOSED_MAJOR = {"A": {"K": "M"}, "B": {"N": "K"}}
 
@@ -199,13 +199,7 @@ def _read_transposes_in_place(
 
 def select_atoms(program: Program, catalog: TargetCatalog, options: Mapping[str, Any]) -> Program:
     """Replace each proved GEMM region by the catalog's atom, per option "gemm"."""
-    choice = options.get("gemm", "auto")
-    if choice not in GEMM_CHOICES:
-        raise PlanError(
-            f"option gemm must be one of {', '.join(GEMM_CHOICES)}, got {choice!r}",
-            expected=GEMM_CHOICES,
-            got=choice,
-        )
+    choice = GEMM.read(options)
     dropped: list[tuple[Kernel, TransposeFold]] = []
     for k in program.kernels:
         if k.form != "contraction":

@@ -23,6 +23,7 @@ from typing import Any
 from ..dtypes import DType, f32
 from ..errors import PlanError
 from ..target.catalog import TargetCatalog, VectorAtom
+from ..target.options import REASSOCIATE, VECTORIZE
 from ..tile.expr import Const, Expr, Load, Var, add, floordiv, free_vars, minimum, mul, sub, walk
 from ..tile.stmt import (
     Alloc,
@@ -134,8 +135,8 @@ class _KernelPlan:
         self.k = kernel
         self.reserved = reserved
         self.catalog = catalog
-        self.vectorize = bool(options.get("vectorize", True))
-        self.reassociate = bool(options.get("reassociate", False))
+        self.vectorize = VECTORIZE.read(options)
+        self.reassociate = REASSOCIATE.read(options)
         self.worker_axis = _axis_for(catalog, "worker")
         self.vector_axis = _axis_for(catalog, "vector")
         self.requested = set(kernel.request)

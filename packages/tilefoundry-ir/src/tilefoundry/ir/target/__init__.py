@@ -1,8 +1,9 @@
-"""The target plugin contract: hook specs, the catalog schema, and the registry of installed targets.
+"""The target plugin contract: hook specs, the catalog schema, compile options, and the registry.
 
     from tilefoundry.ir.target import get_target, installed_targets
     installed_targets()                  # ('cpu', 'cuda', ...)
     get_target("cpu").availability       # can_compile / can_run / reasons
+    get_target("cpu").accepted_options   # {'vectorize': Option(...), ..., 'isa': Option(...)}
 """
 
 from .artifacts import LinkedLibrary, Sources
@@ -21,10 +22,12 @@ from .catalog import (
     VectorAtom,
 )
 from .hookspecs import hookimpl, hookspec
+from .options import PLANNER_OPTIONS, Option
 from .registry import GROUP, Target, get_target, installed_targets
 
 __all__ = [
     "GROUP",
+    "PLANNER_OPTIONS",
     "SCHEMA_VERSION",
     "Atom",
     "Availability",
@@ -32,6 +35,7 @@ __all__ = [
     "ExecAxis",
     "LinkedLibrary",
     "MmaAtom",
+    "Option",
     "PeakRates",
     "ReductionAtom",
     "Resource",

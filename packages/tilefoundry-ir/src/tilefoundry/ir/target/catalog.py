@@ -124,6 +124,8 @@ class MmaAtom(_Atom):
             (`ir.plan.gemm_groups`); 1 for one GEMM per call.
         epilogue: whether a whole-GEMM atom can apply an element-wise epilogue kernel to its
             results before they reach memory (`ir.plan.gemm_epilogues`).
+        prologue: whether a whole-GEMM atom can compute its A itself from the row kernel that
+            writes it (`ir.plan.gemm_prologues`).
     """
 
     kind: Literal["mma"] = "mma"
@@ -143,6 +145,7 @@ class MmaAtom(_Atom):
     c_layout: str
     shared_a_group: int = Field(default=1, ge=1)
     epilogue: bool = False
+    prologue: bool = False
 
     _dtypes = field_validator("d_dtype", "a_dtype", "b_dtype", "c_dtype")(_dtype_name)
 

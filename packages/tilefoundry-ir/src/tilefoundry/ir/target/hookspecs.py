@@ -20,7 +20,7 @@ arguments than the spec names. A target needs nothing else from the core.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ import pluggy
 from .artifacts import LinkedLibrary, Sources
 from .availability import Availability
 from .catalog import TargetCatalog
+from .options import Option
 
 PROJECT = "tilefoundry"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -82,12 +83,27 @@ def tilefoundry_probe() -> Availability:
 
 
 @hookspec(firstresult=True)
+def tilefoundry_target_options() -> Sequence[Option]:
+    """The compile options the target reads beyond the planner's common ones.
+
+    Returns:
+        One `Option` per name, each with `owner` set to the target's name and none named like
+        one of `tilefoundry.ir.target.options.PLANNER_OPTIONS`. `compile` refuses every option
+        that neither declares, so a target without this hook accepts the planner's alone.
+
+    Calling mode: firstresult. Runs once, when the registry loads the plugin.
+    """
+
+
+
+@hookspec(firstresult=True)
 def tilefoundry_codegen(scheduled: Any, options: Mapping[str, Any]) -> Sources:
     """Generate source text for a scheduled module.
 
     Args:
         scheduled: the Scheduled TileIR of one module, planned against this target's catalog.
-        options: compile options as given to jit/build/compile.
+        options: compile options as given to jit/build/compile, already checked against the
+            planner's and this target's declared options.
 
     Returns:
         Sources naming the exported entries. A target without this hook is listed as
@@ -103,7 +119,8 @@ def tilefoundry_builder(sources: Sources, options: Mapping[str, Any], cache_dir:
 
     Args:
         sources: what `tilefoundry_codegen` returned.
-        options: compile options as given to jit/build/compile.
+        options: compile options as given to jit/build/compile, already checked against the
+            planner's and this target's declared options.
         cache_dir: a directory owned by this build; the library and any intermediate files
             go there.
 

@@ -5,13 +5,13 @@ distributions' metadata; the core never imports a target package by name. Each t
 its own pluggy PluginManager holding the specs of `hookspecs` and that one plugin, so a hook
 call reaches only that target. Loading checks the plugin once: its implementations must
 match the specs (pluggy names any mismatch), the required hooks must be there, and the name
-it reports must be its entry-point name.
+it reports must be its entry-point name, and the options it declares must be its own.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from . import hookspecs
 from .artifacts import LinkedLibrary, Sources
 from .availability import Availability
 from .catalog import TargetCatalog
+from .options import PLANNER_OPTIONS, Option, check_options
 
 GROUP = "tilefoundry.targets"
 REQUIRED_HOOKS = ("tilefoundry_target_name", "tilefoundry_target_catalog", "tilefoundry_probe")
@@ -39,12 +40,13 @@ def installed_targets() -> tuple[str, ...]:
 
 
 class Target:
-    """A loaded target plugin: its name, default catalog, availability here, and hooks.
+    """A loaded target plugin: its name, default catalog, options, availability here, and hooks.
 
     Attributes:
         name: the target's name (its entry-point name).
         hooks: the plugin manager's hook relay (`target.hooks.tilefoundry_cost(...)`).
         catalog: the catalog for empty options.
+        options: the compile options the target declares itself (beyond the planner's).
         probe: the plugin's own answer about this machine.
     """
 
@@ -57,6 +59,7 @@ class Target:
             raise TargetUnavailable(f"the plugin calls itself '{reported}'", where=name, expected=name,
                                     got=reported)
         self.catalog = self.catalog_for({})
+        self.options = self._declared_options()
         self.probe = self._call("tilefoundry_probe", Availability)
 
     def _call(self, hook: str, expected: type, **kwargs: Any) -> Any:
@@ -71,6 +74,30 @@ class Target:
                 where=self.name, expected=expected.__name__, got=type(result).__name__,
             )
         return result
+
+    def _declared_options(self) -> tuple[Option, ...]:
+        """The plugin's `tilefoundry_target_options`, checked: Options of its own, named once each."""
+        if not self.implements("tilefoundry_target_options"):
+            return ()
+        declared = tuple(self._call("tilefoundry_target_options", Sequence))
+        planner = {o.name for o in PLANNER_OPTIONS}
+        names: set[str] = set()
+        for o in declared:
+            if not isinstance(o, Option):
+                raise TargetUnavailable(
+                    f"tilefoundry_target_options returned a {type(o).__name__} among its options, "
+                    "expected Option", where=self.name, expected="Option", got=type(o).__name__,
+                )
+            if o.owner != self.name:
+                raise TargetUnavailable(f"its option {o.name!r} names owner {o.owner!r}",
+                                        where=self.name, expected=self.name, got=o.owner)
+            if o.name in planner:
+                raise TargetUnavailable(f"its option {o.name!r} is one of the planner's; a target "
+                                        "declares only its own", where=self.name, got=o.name)
+            if o.name in names:
+                raise TargetUnavailable(f"it declares option {o.name!r} twice", where=self.name, got=o.name)
+            names.add(o.name)
+        return declared
 
     def implements(self, hook: str) -> bool:
         """True when the plugin implements `hook`."""
@@ -101,6 +128,19 @@ class Target:
         verb = "compile and run" if run else "compile"
         raise TargetUnavailable(f"cannot {verb} here: {'; '.join(a.reasons)}",
                                 where=self.name, expected=verb, got=a.reasons)
+
+    @property
+    def accepted_options(self) -> dict[str, Option]:
+        """Every option a compile for this target accepts, by name: the planner's, then its own."""
+        return {o.name: o for o in (*PLANNER_OPTIONS, *self.options)}
+
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """Refuse an option neither the planner nor this target declares, or a value it does not accept.
+
+        Raises:
+            PlanError: naming the option and the target, with the accepted names or values.
+        """
+        check_options(options, self.accepted_options.values(), self.name)
 
     def catalog_for(self, options: Mapping[str, Any]) -> TargetCatalog:
         """The catalog the target gives for these compile options."""

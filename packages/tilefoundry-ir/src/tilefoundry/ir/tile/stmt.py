@@ -170,6 +170,9 @@ class AtomCall(Stmt):
         epilogue: an element-grid kernel over the atom's output coordinates that the atom may
             apply to its results before they reach memory (`ir.plan.gemm_epilogues`); the
             kernel stays in the program and runs on its own when the atom does not.
+        prologue: the row kernel writing the atom's A, which the atom may compute itself
+            instead (`ir.plan.gemm_prologues`); it stays in the program and runs on its own,
+            before the atom, when the atom will not.
     """
 
     atom: str
@@ -177,6 +180,7 @@ class AtomCall(Stmt):
     params: dict[str, Expr]
     replaces: Stmt
     epilogue: Kernel | None = None
+    prologue: Kernel | None = None
 
 
 def seq(*stmts: Stmt | None) -> Stmt:

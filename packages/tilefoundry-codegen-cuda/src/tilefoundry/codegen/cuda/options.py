@@ -1,0 +1,31 @@
+"""The compile options of the cuda target, declared once; catalog, realizer, emitter and builder read them."""
+
+from tilefoundry.ir.target import Option
+
+from .catalog import ARCHS, NAME
+
+ARCH = Option(
+    "arch", (*ARCHS, None), None,
+    "catalog and code built; None: the GPU's arch when it is sm_80 or newer, else `sm_90a`",
+    NAME,
+)
+PORTABLE = Option(
+    "portable", (False, True), False, "also build `sm_80` code, so one library runs on Ampere", NAME
+)
+ATTENTION = Option(
+    "attention", ("auto", "loop", "atom"), "auto",
+    "flash atom when proved / the lowering's nest / atom or `PlanError`",
+    NAME,
+)
+# The first tile is the default: the collective's own TileShape, which needs no macros.
+GEMM_TILE = Option(
+    "gemm_tile", ("128x128", "128x256", "256x128"), "128x128",
+    "CTA tile (M x N) of the sm90 GEMM collective; a knob for `autotune`",
+    NAME,
+)
+BATCH_LAUNCHES = Option(
+    "batch_launches", (True, False), True,
+    "launch consecutive independent kernels as one (docs/cuda.md) / every kernel alone",
+    NAME,
+)
+OPTIONS = (ARCH, PORTABLE, ATTENTION, GEMM_TILE, BATCH_LAUNCHES)

@@ -1,0 +1,155 @@
+"""Compile options: every declared default compiles, anything undeclared or ill-typed is refused first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import tilefoundry
+from tilefoundry.check import allclose
+from tilefoundry.codegen.cuda import emit as cuda_emit
+from tilefoundry.dsl import ConstTensor, DimVar, Tensor, f32, func, tf
+from tilefoundry.ir.errors import PlanError
+from tilefoundry.ir.pipeline import schedule_module
+from tilefoundry.ir.target import PLANNER_OPTIONS, Option, get_target
+from tilefoundry.runtime import autotune
+
+T = DimVar("T", 1, 33)
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "compiling.md"
+BUILT_IN = ("cpu", "cuda")
+
+
+@func
+def proj(x: Tensor[(T, 16), f32], w: ConstTensor[(16, 8), f32]):
+    return tf.silu(x @ w) * 2.0
+
+
+def _defaults(target: str) -> dict[str, object]:
+    return {o.name: o.default for o in get_target(target).accepted_options.values()}
+
+
+def _source(target: str, options: dict[str, object]) -> str:
+    seen: dict[str, str] = {}
+    tilefoundry.compile(proj, target=target, options=options, dump=seen.__setitem__)
+    return next(text for stage, text in seen.items() if stage.startswith("generate source"))
+
+
+def test_every_declared_default_compiles_on_cpu_and_means_what_absence_means() -> None:
+    """Each option of the planner and of cpu, given as its declared default, builds the same code as none."""
+    defaults = _defaults("cpu")
+    assert set(defaults) == {"vectorize", "reassociate", "gemm", "isa", "vector_math", "huge_pages"}
+    assert _source("cpu", defaults) == _source("cpu", {})
+    f = tilefoundry.build(proj, target="cpu", options=defaults)
+    torch.manual_seed(0)
+    x, w = torch.randn(5, 16), torch.randn(16, 8)
+    result = allclose(atol=1e-5, rtol=1e-5).measure(f(x, w), proj(x, w))
+    assert result.passed, result.values
+
+
+def test_every_declared_cuda_default_emits_what_absence_emits() -> None:
+    """Each option of the planner and of cuda, given as its declared default, generates the same .cu."""
+    defaults = _defaults("cuda")
+    assert set(defaults) == {"vectorize", "reassociate", "gemm", "arch", "portable", "attention", "gemm_tile",
+                             "batch_launches"}
+
+    def source(options: dict[str, object]) -> str:
+        catalog = get_target("cuda").catalog_for(options)
+        scheduled = schedule_module("proj", {"proj": proj}, catalog, options)
+        return cuda_emit.codegen(scheduled, options).files["proj.cu"]
+
+    assert source(defaults) == source({})
+
+
+def test_an_unknown_option_is_refused_naming_it_the_target_and_the_accepted_names() -> None:
+    """A misspelled option fails closed before any work, with the closest declared name first."""
+    stages: dict[str, str] = {}
+    with pytest.raises(PlanError) as err:
+        tilefoundry.compile(proj, target="cpu", options={"vectorise": False}, dump=stages.__setitem__)
+    assert str(err.value) == (
+        "cpu: unknown compile option 'vectorise' (did you mean 'vectorize'?); cpu accepts gemm, huge_pages, "
+        "isa, reassociate, vector_math, vectorize (options['vectorise'])"
+    )
+    assert (err.value.where, err.value.got) == ("options['vectorise']", "vectorise")
+    assert stages == {}
+
+
+def test_another_targets_option_is_unknown_here() -> None:
+    with pytest.raises(PlanError, match=r"^cpu: unknown compile option 'batch_launches'; cpu accepts gemm, "):
+        tilefoundry.compile(proj, target="cpu", options={"batch_launches": False})
+    with pytest.raises(PlanError, match=r"^cuda: unknown compile option 'huge_pages'; cuda accepts arch, "):
+        tilefoundry.compile(proj, target="cuda", options={"huge_pages": True})
+
+
+def test_a_cuda_typo_is_refused_before_the_target_is_required() -> None:
+    """The check needs no nvcc: it comes before `require`, so a typo reads the same on any machine."""
+    with pytest.raises(PlanError) as err:
+        tilefoundry.compile(proj, target="cuda", options={"batch_launch": False})
+    assert str(err.value) == (
+        "cuda: unknown compile option 'batch_launch' (did you mean 'batch_launches'?); cuda accepts arch, "
+        "attention, batch_launches, gemm, gemm_tile, portable, reassociate, vectorize "
+        "(options['batch_launch'])"
+    )
+
+
+@pytest.mark.parametrize(
+    ("target", "name", "value", "expected"),
+    [
+        ("cuda", "gemm_tile", 128, "one of 128x128, 128x256, 256x128"),
+        ("cuda", "arch", "sm_70", "one of sm_80, sm_90, sm_90a, None"),
+        ("cuda", "portable", "yes", "False or True"),
+        ("cpu", "vectorize", 1, "True or False"),
+        ("cpu", "gemm", "blas", "one of auto, loop, atom"),
+        ("cpu", "isa", "avx9", "one of avx512, avx2, sse2, neon, None"),
+    ],
+)
+def test_a_refused_value_names_the_option_the_values_and_what_came(target, name, value, expected) -> None:
+    with pytest.raises(PlanError) as err:
+        tilefoundry.compile(proj, target=target, options={name: value})
+    where = f"options[{name!r}]"
+    assert str(err.value) == f"{target}: option {name} must be {expected}, got {value!r} ({where})"
+    assert (err.value.where, err.value.got) == (where, value)
+    assert err.value.expected == get_target(target).accepted_options[name].values
+
+
+@pytest.mark.parametrize("verb", [tilefoundry.build, tilefoundry.jit, tilefoundry.twin])
+def test_every_verb_that_compiles_checks_the_options(verb) -> None:
+    tilefoundry.jit.cache_clear()
+    with pytest.raises(PlanError, match=r"^cpu: unknown compile option 'reasociate' \(did you mean 're"):
+        verb(proj, target="cpu", options={"reasociate": True})
+    assert tilefoundry.jit.cache_info() == {"size": 0}
+
+
+def test_autotune_checks_every_configuration_before_tuning() -> None:
+    """A value in the tuning space the target refuses fails at once instead of being tried and rejected."""
+    with pytest.raises(PlanError, match=r"^cpu: option gemm must be one of auto, loop, atom, got 'blas' "):
+        autotune(proj, target="cpu", space={"gemm": ["auto", "blas"]})
+    with pytest.raises(PlanError, match=r"^cpu: unknown compile option 'vectorise' \(did you mean "):
+        autotune(proj, target="cpu", space={"gemm": ["auto"]}, options={"vectorise": True})
+
+
+def test_the_null_target_declares_no_options_and_refuses_any_of_its_own() -> None:
+    """A target without `tilefoundry_target_options` accepts the planner's options and no others."""
+    null = get_target("null")
+    assert null.options == () and list(null.accepted_options) == [o.name for o in PLANNER_OPTIONS]
+    for name, value in (("arch", "sm_90a"), ("isa", "avx2"), ("workers", 4)):
+        with pytest.raises(PlanError) as err:
+            tilefoundry.compile(proj, target="null", options={name: value})
+        accepted = "null accepts gemm, reassociate, vectorize"
+        assert str(err.value) == f"null: unknown compile option {name!r}; {accepted} (options[{name!r}])"
+    linked = tilefoundry.compile(proj, target="null", options={"vectorize": False, "gemm": "loop"})
+    assert linked.target == "null"
+
+
+def _values(o: Option) -> str:
+    return ", ".join(f"`{v}`" + (" (default)" if type(v) is type(o.default) and v == o.default else "")
+                     for v in o.values)
+
+
+def test_the_options_table_in_docs_matches_the_declarations() -> None:
+    """docs/compiling.md lists every option of the planner and the built-in targets, as declared."""
+    text = DOCS.read_text().split("\n## Options\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    declared = [*PLANNER_OPTIONS, *(o for t in BUILT_IN for o in get_target(t).options)]
+    assert rows == [f"| `{o.name}` | {o.owner} | {_values(o)} | {o.meaning} |" for o in declared]
