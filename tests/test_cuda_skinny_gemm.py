@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import tilefoundry
-from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f16, func, tf
+from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f16, func, module, tf
 
 sys.path.insert(0, os.path.dirname(__file__))
 import catalogue_programs as cat
@@ -74,31 +74,34 @@ def _make_projections(n: int, gen: torch.Generator) -> tuple:
     return (x, *ws)
 
 
-def _built(fn) -> tuple[tilefoundry.LinkedModule, str]:
-    """`fn` built for cuda, and its generated source (shared by the CI check and the GPU run)."""
+@pytest.fixture(scope="module")
+def built() -> tuple[tilefoundry.LinkedModule, str]:
+    """The module of the decode-shaped functions below built for cuda once (one translation unit),
+    and its generated source (shared by the CI checks and the GPU runs)."""
     cat.require_nvcc()
     stages: dict[str, str] = {}
-    linked = tilefoundry.compile(fn, target="cuda", dump=stages.__setitem__)
+    linked = tilefoundry.compile(SkinnyCalls, target="cuda", dump=stages.__setitem__)
     (source,) = (text for stage, text in stages.items() if stage.startswith("generate source"))
     return linked, source
 
 
-@pytest.fixture(scope="module")
-def grouped() -> tuple[tilefoundry.LinkedModule, str]:
-    return _built(projections)
+def _entry(source: str, fn: str) -> str:
+    """The host entry of function `fn` in a module's source."""
+    start = source.index(f"void {fn}_entry(")
+    return source[start : source.index("\n}\n", start)]
 
 
-def test_gemms_sharing_a_are_one_grouped_call(grouped) -> None:
+def test_gemms_sharing_a_are_one_grouped_call(built) -> None:
     """The three projections of x are one gemm_group call; the module builds with nvcc."""
-    _, source = grouped
-    assert source.count("gemm_group<GemmLayout::rcr>(") == 1
-    assert "gemm<GemmLayout::rcr>(" not in source
+    entry = _entry(built[1], "projections")
+    assert entry.count("gemm_group<GemmLayout::rcr>(") == 1
+    assert "gemm<GemmLayout::rcr>(" not in entry
 
 
 @pytest.mark.gpu
-def test_grouped_projections_match_evaluator_on_gpu(grouped) -> None:
+def test_grouped_projections_match_evaluator_on_gpu(built) -> None:
     """M = 1..8 run all three members in one skinny launch (rows end to end); 9 and 16 one GEMM each."""
-    cat.check_compiled(grouped[0], projections, (1, 2, 3, 5, 8, 9, 16), device="cuda", tolerance=TOLERANCE,
+    cat.check_compiled(built[0], projections, (1, 2, 3, 5, 8, 9, 16), device="cuda", tolerance=TOLERANCE,
                        make=_make_projections)
 
 
@@ -120,24 +123,84 @@ def _make_mlp(n: int, gen: torch.Generator) -> tuple:
     return (x, *ws)
 
 
-@pytest.fixture(scope="module")
-def mlp_epilogues() -> tuple[tilefoundry.LinkedModule, str]:
-    return _built(gated_mlp)
-
-
-def test_pointwise_consumers_are_gemm_epilogues(mlp_epilogues) -> None:
+def test_pointwise_consumers_are_gemm_epilogues(built) -> None:
     """silu(gate) * up and the residual add become the epilogues of their GEMM calls; their own
     kernels launch only when the atom did not apply them (the tiled tiers); nvcc builds it."""
-    _, source = mlp_epilogues
-    assert source.count("gemm_epilogue<GemmLayout::rcr, 2>(") == 1
-    assert source.count("gemm_epilogue<GemmLayout::rcr, 1>(") == 1
-    assert source.count("_applied_) {") == 2
-    assert "struct k4_mul_epilogue {" in source and "struct k7_add_epilogue {" in source
+    source = built[1]
+    entry = _entry(source, "gated_mlp")
+    assert entry.count("gemm_epilogue<GemmLayout::rcr, 2>(") == 1
+    assert entry.count("gemm_epilogue<GemmLayout::rcr, 1>(") == 1
+    assert entry.count("_applied_) {") == 2
+    assert "struct gated_mlp__k4_mul_epilogue {" in source and "struct gated_mlp__k7_add_epilogue {" in source
 
 
 @pytest.mark.gpu
-def test_gemm_epilogues_match_evaluator_on_gpu(mlp_epilogues) -> None:
+def test_gemm_epilogues_match_evaluator_on_gpu(built) -> None:
     """M = 1..8 apply both epilogues inside the skinny launches; 9 and 16 write C and run the kernels."""
-    linked, _ = mlp_epilogues
+    linked, _ = built
     sizes = (1, 2, 3, 5, 8, 9, 16)
     cat.check_compiled(linked, gated_mlp, sizes, device="cuda", tolerance=TOLERANCE, make=_make_mlp)
+
+
+@func
+def normed_projections(
+    x: Tensor[(M, 4096), bf16],
+    norm_x: ConstTensor[(4096,), bf16],
+    w_gate: ConstTensor[(512, 4096), bf16],
+    w_up: ConstTensor[(512, 4096), bf16],
+    y: Tensor[(M, 1024), bf16],
+    norm_y: ConstTensor[(1024,), bf16],
+    w_q: ConstTensor[(256, 1024), bf16],
+    w_k: ConstTensor[(136, 1024), bf16],
+):
+    # Each RMS norm is the prologue of the projections reading it: gate/up (with its silu * up
+    # epilogue) and q/k (a plain group).
+    h = tf.rms_norm(x, norm_x, eps=1e-6)
+    g = tf.rms_norm(y, norm_y, eps=1e-6)
+    return tf.silu(h @ _t(w_gate)) * (h @ _t(w_up)), g @ _t(w_q), g @ _t(w_k)
+
+
+def _make_normed(n: int, gen: torch.Generator, offset: int = 0) -> tuple:
+    def act(k: int) -> torch.Tensor:
+        flat = torch.randn(n * k + offset, generator=gen).to(torch.bfloat16).cuda()
+        return flat[offset:].view(n, k)  # offset 1: a base 2 bytes off 16-byte alignment
+
+    def weight(*shape: int, scale: float = 1 / 64) -> torch.Tensor:
+        return (torch.randn(*shape, generator=gen) * scale).to(torch.bfloat16).cuda()
+
+    norm_x, norm_y = weight(4096, scale=1.0), weight(1024, scale=1.0)
+    return (act(4096), norm_x, weight(512, 4096), weight(512, 4096), act(1024), norm_y, weight(256, 1024),
+            weight(136, 1024))
+
+
+@module
+class SkinnyCalls:
+    """The decode-shaped GEMM calls above as one module: one nvcc build serves every test."""
+
+    projections = projections
+    gated_mlp = gated_mlp
+    normed_projections = normed_projections
+
+
+def test_row_norms_are_gemm_prologues(built) -> None:
+    """Both RMS norms become the prologues of the GEMM calls reading them: each functor is emitted,
+    each norm kernel launches only when its call will not stage A itself; nvcc builds it."""
+    source = built[1]
+    entry = _entry(source, "normed_projections")
+    assert source.count("struct normed_projections__k0_rms_norm_prologue {") == 1
+    assert source.count("_prologue {") == 2
+    assert entry.count("_staged_) {") == 2
+    assert entry.count("gemm_stages_prologue<GemmLayout::rcr, 2>(") == 1
+    assert entry.count("gemm_stages_prologue<GemmLayout::rcr, 0>(") == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("offset", [0, 1])
+def test_gemm_prologues_match_evaluator_on_gpu(built, offset: int) -> None:
+    """M = 1..8 stage the normalized rows in each CTA (K = 4096 only up to M = 6, then the norm
+    kernel runs and the skinny launch reads A); 9 and 16 run the norm kernels and tiled GEMMs.
+    offset 1: the activations sit off 16-byte alignment, so the functors take their scalar bodies."""
+    linked, _ = built
+    sizes = (1, 2, 3, 5, 6, 7, 8, 9, 16)
+    cat.check_compiled(linked, normed_projections, sizes, device="cuda", tolerance=TOLERANCE,
+                       make=lambda n, gen: _make_normed(n, gen, offset))

@@ -120,7 +120,7 @@ void variant(Bench const& bench, char const* label) {
       off += (G == 1 ? s.n[m] : s.n[0]) * s.k;
     }
     launch_kernel(gemm_skinny_nk<T, 1, G, R, U, Sink>, grid, dim3(kSkinnyBtWarps * 32), 0, st,
-                  static_cast<T const*>(bench.A), rows, int64_t(1), s.k, Sink{});
+                  static_cast<T const*>(bench.A), rows, int64_t(1), s.k, Sink{}, NoPrologue{});
   }) - bench.norm_us;
   std::printf("  %s %5.1f us %4.2f", label, us, bench.bytes / (us * 1e6));
 }

@@ -8,7 +8,9 @@ from tilefoundry.ir.target import ExecAxis, MmaAtom, PeakRates, Resource, Target
 MAJORS = {"rrr": ("K", "N"), "rcr": ("K", "K"), "crr": ("M", "N")}
 
 
-def toy_gemm_catalog(*layouts: str, shared_a_group: int = 1, epilogue: bool = False) -> TargetCatalog:
+def toy_gemm_catalog(
+    *layouts: str, shared_a_group: int = 1, epilogue: bool = False, prologue: bool = False
+) -> TargetCatalog:
     """A target whose GEMM atoms `toy_gemm_bf16_<layout>` read and write global memory."""
     atoms = tuple(
         MmaAtom(
@@ -26,6 +28,7 @@ def toy_gemm_catalog(*layouts: str, shared_a_group: int = 1, epilogue: bool = Fa
             c_layout="(M,N):(N,1)",
             shared_a_group=shared_a_group,
             epilogue=epilogue,
+            prologue=prologue,
             **{f"{x}_dtype": "bf16" for x in "abcd"},
         )
         for lay in layouts

@@ -15,6 +15,7 @@ text of its result, so a user sees what was decided and why:
     == group gemms ==           GEMM atoms sharing A merged into one call
     == fuse epilogues ==        a GEMM's element-wise consumer named its epilogue
     == update in place ==       outputs proved to be an input with one region rewritten
+    == fuse prologues ==        the row kernel writing a GEMM's A named its prologue
     == check budget ==          Scheduled TileIR, local scratch within capacity
 """
 
@@ -32,6 +33,7 @@ from .plan.budget import check_budget
 from .plan.checks import merge_checks
 from .plan.gemm_epilogues import fuse_epilogues
 from .plan.gemm_groups import group_gemms
+from .plan.gemm_prologues import fuse_prologues
 from .plan.in_place import update_in_place
 from .plan.partition import Partition, partition_kernels
 from .plan.permuted_stores import permute_stores
@@ -94,6 +96,7 @@ def schedule_function(
     ir = step("group gemms", group_gemms(ir, catalog))
     ir = step("fuse epilogues", fuse_epilogues(ir, catalog))
     ir = step("update in place", update_in_place(ir))
+    ir = step("fuse prologues", fuse_prologues(ir, catalog))
     ir = step("check budget", check_budget(ir, catalog))
     return ir
 

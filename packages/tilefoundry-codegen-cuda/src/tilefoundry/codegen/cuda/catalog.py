@@ -174,6 +174,8 @@ def _gemm_atoms() -> list[MmaAtom]:
         "shared_a_group": 4,
         # ... and applies a pointwise consumer of its results in the same launch (gemm_epilogue)
         "epilogue": True,
+        # ... and computes its A from the row kernel writing it, in the same launch (a prologue)
+        "prologue": True,
     }
     tiles = (
         ("sm90_gemm_tma_wgmma_128x128x64", (128, 128, 64), ("tma", "wgmma"), ("bf16", "f16")),

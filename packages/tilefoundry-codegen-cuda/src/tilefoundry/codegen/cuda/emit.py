@@ -38,6 +38,7 @@ from tilefoundry.ir.tile.stmt import AtomCall, Buffer, Program
 from . import atoms, attention_atom, gemm_atom  # noqa: F401  (the atom families register themselves)
 from .batching import MAX_CTAS, Batch, Launch, batch_args, emit_batch, plan_batches
 from .gemm_atom import epilogue_flag
+from .gemm_prologue import gates, staged_flag
 from .kernels import dim_names, emit_kernels, kernel_args, work
 from .options import GEMM_TILE
 from .realize import Realization, realize_kernel
@@ -156,9 +157,10 @@ def _call(name: str, cfg: LaunchConfig, args: str) -> str:
 
 
 def _conditional(program: Program) -> set[int]:
-    """Ids of the kernels launched only when their GEMM atom did not apply them as its epilogue."""
+    """Ids of the kernels launched only when their GEMM atom does not apply them (its epilogue or
+    prologue)."""
     atoms_ = [k.body for k in program.kernels if isinstance(k.body, AtomCall)]
-    return {id(a.epilogue) for a in atoms_ if a.epilogue is not None}
+    return {id(k) for a in atoms_ for k in (a.epilogue, a.prologue) if k is not None}
 
 
 def _entry(program: Program, launches: list[Launch]) -> list[str]:
@@ -174,7 +176,8 @@ def _entry(program: Program, launches: list[Launch]) -> list[str]:
         count = " * ".join(cx.dim(d) for d in t.shape) or "1"
         out.append(f"  DeviceScratch<{ctype(t.dtype)}> {cname(t)}_mem(e, {count}, stream_);  // {_decl(t)}")
         out.append(f"  {ctype(t.dtype)}* {cname(t)} = {cname(t)}_mem.ptr;")
-    epilogues = _conditional(program)
+    epilogues = {id(k.body.epilogue) for k in program.kernels if isinstance(k.body, AtomCall)}
+    prologues = gates(program, [r for r in launches if isinstance(r, Realization) and r.kind == "atom"], cx)
     for r in launches:
         if isinstance(r, Batch):
             out += ["  " + x for x in _launch_batch(program, r, cx)]
@@ -182,6 +185,9 @@ def _entry(program: Program, launches: list[Launch]) -> list[str]:
         lines = _launch(program, r, cx)
         if id(r.kernel) in epilogues:  # runs only where its GEMM atom did not apply it
             lines = [f"if (!{epilogue_flag(r.kernel)}) {{", *("  " + x for x in lines), "}"]
+        if id(r.kernel) in prologues:  # runs only where its GEMM atom will not compute A itself
+            flag = staged_flag(r.kernel)
+            lines = [*prologues[id(r.kernel)], f"if (!{flag}) {{", *("  " + x for x in lines), "}"]
         out += ["  " + x for x in lines]
     return [*out, "}", ""]
 

@@ -22,7 +22,8 @@ from tilefoundry.ir.tile.expr import Const, Expr, Load, Var, mul, transform
 from tilefoundry.ir.tile.stmt import AtomCall, Kernel, Program, map_exprs
 
 from .atoms import AtomKind, register
-from .kernels import dim_names, kernel_args, kernel_params
+from .gemm_prologue import construct, prologue_code, staged_flag
+from .kernels import dim_names, functor_name, kernel_args, kernel_params
 from .realize import Realization
 from .serial import SerialCode
 
@@ -76,10 +77,6 @@ def epilogue_flag(e: Kernel) -> str:
     return f"{e.name}_applied_"
 
 
-def _functor(e: Kernel) -> str:
-    return f"{e.name}_epilogue"
-
-
 def _epilogue_device(program: Program, r: Realization) -> list[str]:
     """The epilogue kernel's element statements as a functor the skinny GEMM calls per output."""
     atom = r.body
@@ -106,13 +103,36 @@ def _epilogue_device(program: Program, r: Realization) -> list[str]:
     fields = [f"  {p};" for p in kernel_params(program, e).split(", ")]
     return [
         f"// epilogue {e.name} of {r.kernel.name}: its statements at one output (m, n), given the results",
-        f"struct {_functor(e)} {{",
+        f"struct {functor_name(program, e, 'epilogue')} {{",
         *fields,
         f"  __device__ void operator()(int64_t {m.var}, int64_t {n.var}, {results}) const {{",
         *serial.stmt(body, 2, names),
         "  }",
         "};",
     ]
+
+
+def _gemm_device(program: Program, r: Realization) -> list[str]:
+    """The epilogue's and the prologue's functors, where the atom has them."""
+    atom = r.body
+    assert isinstance(atom, AtomCall)
+    out = _epilogue_device(program, r)
+    if atom.prologue is not None:
+        code = prologue_code(program, atom, r.reassociate, r.vectorize)
+        out += list(code.lines) or [f"// prologue {atom.prologue.name}: always launched: {code.refusal}"]
+    return out
+
+
+def _prologue_args(program: Program, r: Realization) -> tuple[list[str], str]:
+    """Host lines building the prologue functor, and the GEMM call's trailing arguments for it."""
+    atom = r.body
+    assert isinstance(atom, AtomCall)
+    if atom.prologue is None:
+        return [], ""
+    code = prologue_code(program, atom, r.reassociate, r.vectorize)
+    if code.refusal is not None:
+        return [], ""
+    return [f"  {construct(program, atom, code)}"], f", pro_, {staged_flag(atom.prologue)}"
 
 
 def _group_init(atom: AtomCall, cx: CExpr) -> str:
@@ -136,6 +156,7 @@ def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
         f"  const size_t ws_bytes_ = gemm_group_workspace_bytes<{layout}>({cname(a)}, g_, {dims});",
         "  DeviceScratch<unsigned char> ws_(e, static_cast<int64_t>(ws_bytes_), stream_);",
     ]
+    pro, pro_args = _prologue_args(program, r)
     if atom.epilogue is not None:
         ep = atom.epilogue
         count = len(gemm_members(atom))
@@ -144,18 +165,20 @@ def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
             f"bool {epilogue_flag(ep)} = false;",
             f"{{  // {atom.atom} x{count}, then epilogue {ep.name} where the tier can apply it",
             f"  {_group_init(atom, cx)}",
-            f"  const {_functor(ep)} epi_{{{args}}};",
+            f"  const {functor_name(program, ep, 'epilogue')} epi_{{{args}}};",
+            *pro,
             *ws,
             f"  e.cuda(gemm_epilogue<{layout}, {count}>({cname(a)}, g_, {dims}, epi_, ws_.ptr, stream_, "
-            f"&{epilogue_flag(ep)}), {what});",
+            f"&{epilogue_flag(ep)}{pro_args}), {what});",
             "}",
         ]
-    if "group" in atom.params:
+    if "group" in atom.params or pro:
         return [
             f"{{  // {atom.atom} x{len(gemm_members(atom))} sharing A: C_s = A . B_s, {t}, f32 accumulation",
             f"  {_group_init(atom, cx)}",
+            *pro,
             *ws,
-            f"  e.cuda(gemm_group<{layout}>({cname(a)}, g_, {dims}, ws_.ptr, stream_), {what});",
+            f"  e.cuda(gemm_group<{layout}>({cname(a)}, g_, {dims}, ws_.ptr, stream_{pro_args}), {what});",
             "}",
         ]
     _, b, c = atom.operands
@@ -174,6 +197,6 @@ def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     ]
 
 
-register(AtomKind("sm90_gemm_", _gemm_recheck, _gemm_launch, (SM90_GEMM_MACRO,), _epilogue_device))
-register(AtomKind("sm80_gemm_", _gemm_recheck, _gemm_launch, device=_epilogue_device))
-register(AtomKind("cuda_gemm_", _gemm_recheck, _gemm_launch, device=_epilogue_device))
+register(AtomKind("sm90_gemm_", _gemm_recheck, _gemm_launch, (SM90_GEMM_MACRO,), _gemm_device))
+register(AtomKind("sm80_gemm_", _gemm_recheck, _gemm_launch, device=_gemm_device))
+register(AtomKind("cuda_gemm_", _gemm_recheck, _gemm_launch, device=_gemm_device))

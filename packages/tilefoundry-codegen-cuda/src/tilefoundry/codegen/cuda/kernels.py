@@ -79,6 +79,15 @@ def kernel_params(program: Program, k: Kernel, extra: tuple[str, ...] = ()) -> s
     return ", ".join([*params, *extra])
 
 
+def functor_name(program: Program, k: Kernel, role: str) -> str:
+    """The device functor holding kernel `k`'s statements for a GEMM atom ("epilogue", "prologue").
+
+    Named per program, as the __global__ functions are: one translation unit holds every function
+    of a module, and two functions may each have a `k0_rms_norm`.
+    """
+    return f"{program.name}__{k.name}_{role}"
+
+
 def kernel_args(program: Program, k: Kernel) -> list[str]:
     """The host's arguments for `kernel_params(program, k)`, in order."""
     return [cname(b) for b in (*k.reads, *k.writes)] + [f"d_{d.var.name}" for d in program.dims]

@@ -71,7 +71,8 @@ class Realization:
         packs: the 16-byte pack plan of a grid's innermost instance axis.
         row_packs: the 16-byte pack plans of a rows realization's shared loops, in body order.
         smem_bytes: static shared memory of the kernel.
-        reassociate: the option a rows realization shares reductions under.
+        reassociate: the option a rows realization (or an atom's prologue) shares reductions under.
+        vectorize: the option an atom's prologue may use 16-byte packs under.
         placed: the launch of a placed realization (gridDim, blockDim, the loops' cuts).
         nests: a check's loop nests, each (instance loops, body), all run by its one launch.
         messages: a check's distinct messages; a violation reports the 1-based position of its own.
@@ -89,6 +90,7 @@ class Realization:
     row_packs: tuple[PackPlan, ...] = ()
     smem_bytes: int = 0
     reassociate: bool = False
+    vectorize: bool = True
     placed: PlacedGrid | None = None
     nests: tuple[tuple[tuple[For, ...], Stmt], ...] = ()
     messages: tuple[str, ...] = ()
@@ -213,7 +215,9 @@ def _atom(r: Realizer) -> list[Realization] | None:
     if not isinstance(r.k.body, AtomCall):
         return None
     atom = r.k.body
-    return [Realization("atom", r.name, r.k, (), atom, threads=0, notes=[f"cuda: atom {atom.atom}"])]
+    notes = [f"cuda: atom {atom.atom}"]
+    flags = {"reassociate": r.reassociate, "vectorize": r.vectorize}  # for a GEMM's prologue
+    return [Realization("atom", r.name, r.k, (), atom, threads=0, notes=notes, **flags)]
 
 
 @realizer

@@ -105,7 +105,8 @@ def format_stmt(s: Stmt, indent: int = 0) -> list[str]:
         ops = ", ".join(b.name for b in s.operands)
         params = ", ".join(f"{k}={format_expr(v)}" for k, v in s.params.items())
         then = f" then epilogue {s.epilogue.name}" if s.epilogue is not None else ""
-        return [f"{pad}atom {s.atom}({ops}; {params}){then}"]
+        first = f" after prologue {s.prologue.name}" if s.prologue is not None else ""
+        return [f"{pad}atom {s.atom}({ops}; {params}){first}{then}"]
     return [pad + repr(s)]
 
 

@@ -26,6 +26,13 @@
 //   gemm_epilogue<GemmLayout::rcr, 2>(A, g, M, K, epi, workspace, stream, &applied);
 //   if (!applied) { ...launch the epilogue kernel, which reads the C_g gemm_group wrote... }
 // The skinny tier applies it in its own launch and writes no C; every other tier writes C.
+//
+// With a prologue (`pro(m, row)`: a row kernel computing A's row m, a warp's lanes together;
+// the RMS norm before a projection), the caller asks first whether the skinny launch will stage A
+// itself, launches the row kernel only if not, then passes the answer on:
+//   const bool staged = gemm_stages_prologue<GemmLayout::rcr, 0>(A, g, M, K);  // 0: no epilogue
+//   if (!staged) { ...launch the row kernel, which writes A... }
+//   gemm_group<GemmLayout::rcr>(A, g, M, K, workspace, stream, pro, staged);
 #pragma once
 
 #include <cstdint>
@@ -141,6 +148,20 @@ inline bool group_is_skinny_bt(T const* A, GemmGroup<T> const& g, int64_t M, int
 
 }  // namespace detail
 
+/// Whether a group (with an epilogue over G members, or none: G = 0) runs as one skinny launch
+/// whose CTAs can stage A's M rows in shared memory: then that launch applies a prologue.
+template <GemmLayout L, int G, class T>
+inline bool gemm_stages_prologue(T const* A, GemmGroup<T> const& g, int64_t M, int64_t K) {
+  if constexpr (!is_half_v<T>) {
+    return false;
+  } else {
+    bool same_n = G == 0 || g.count == G;
+    for (int s = 1; G > 0 && s < g.count; ++s) same_n = same_n && g.N[s] == g.N[0];
+    return same_n && static_cast<size_t>(M * K) * sizeof(T) <= detail::kSkinnyStagedBytes &&
+           detail::group_is_skinny_bt<L>(A, g, M, K);
+  }
+}
+
 /// Device workspace gemm_group needs: the largest any member's gemm() needs.
 template <GemmLayout L = GemmLayout::rrr, class T>
 inline size_t gemm_group_workspace_bytes(T const* A, GemmGroup<T> const& g, int64_t M, int64_t K) {
@@ -152,11 +173,12 @@ inline size_t gemm_group_workspace_bytes(T const* A, GemmGroup<T> const& g, int6
   return most;
 }
 
-template <GemmLayout L = GemmLayout::rrr, class T>
+/// `staged` (gemm_stages_prologue's answer): the skinny launch computes A through `pro` itself.
+template <GemmLayout L = GemmLayout::rrr, class T, class Pro = detail::NoPrologue>
 inline cudaError_t gemm_group(T const* A, GemmGroup<T> const& g, int64_t M, int64_t K, void* workspace,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, Pro const& pro = {}, bool staged = false) {
   if constexpr (is_half_v<T>) {
-    if (detail::group_is_skinny_bt<L>(A, g, M, K)) {
+    if (staged || detail::group_is_skinny_bt<L>(A, g, M, K)) {
       detail::SkinnyBtRows<T> rows{};
       int64_t end = 0;
       for (int s = 0; s < g.count; ++s) {
@@ -165,6 +187,7 @@ inline cudaError_t gemm_group(T const* A, GemmGroup<T> const& g, int64_t M, int6
         rows.end[s] = end += g.N[s];
       }
       rows.count = g.count;
+      if (staged) return detail::gemm_skinny_bt_rows(A, rows, M, K, stream, pro);
       return detail::gemm_skinny_bt_rows(A, rows, M, K, stream);
     }
   }
@@ -178,20 +201,22 @@ inline cudaError_t gemm_group(T const* A, GemmGroup<T> const& g, int64_t M, int6
 /// The members' results through `epi` in one skinny launch when every member takes the skinny
 /// tier with B (N, K) (`*applied` = true, no C written); else gemm_group writes every C_g
 /// (`*applied` = false) and the caller runs the epilogue. G is the member count, N equal for all.
-template <GemmLayout L, int G, class T, class Epi>
+template <GemmLayout L, int G, class T, class Epi, class Pro = detail::NoPrologue>
 inline cudaError_t gemm_epilogue(T const* A, GemmGroup<T> const& g, int64_t M, int64_t K, Epi const& epi,
-                                 void* workspace, cudaStream_t stream, bool* applied) {
+                                 void* workspace, cudaStream_t stream, bool* applied, Pro const& pro = {},
+                                 bool staged = false) {
   static_assert(G >= 1 && G <= detail::kSkinnyBtMembers, "gemm_epilogue: 1 to kSkinnyBtMembers members");
   *applied = false;
   if constexpr (is_half_v<T>) {
     bool same_n = g.count == G;
     for (int s = 1; s < g.count; ++s) same_n = same_n && g.N[s] == g.N[0];
-    if (same_n && detail::group_is_skinny_bt<L>(A, g, M, K)) {
+    if (staged || (same_n && detail::group_is_skinny_bt<L>(A, g, M, K))) {
       detail::SkinnyBtRows<T> rows{};
       for (int s = 0; s < G; ++s) rows.B[s] = g.B[s];
       rows.end[0] = g.N[0];
       rows.count = G;
       *applied = true;
+      if (staged) return detail::gemm_skinny_bt_epilogue<T, G>(A, rows, M, K, epi, stream, pro);
       return detail::gemm_skinny_bt_epilogue<T, G>(A, rows, M, K, epi, stream);
     }
   }

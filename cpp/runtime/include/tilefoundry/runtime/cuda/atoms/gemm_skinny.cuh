@@ -17,9 +17,13 @@
 //   (`gemm_skinny_bt_rows`), so short projections do not each pay a launch and a ramp. With an
 //   epilogue (`gemm_skinny_bt_epilogue`), G GEMMs of equal N share each warp (gate and up), and
 //   the warp hands its G results to the caller's element-wise functor instead of writing C.
+//   With a prologue (`Pro`, a row kernel whose output is A: the RMS norm before a projection),
+//   each CTA first computes A's M rows into shared memory, a warp per row, and reads A there;
+//   the row kernel is not launched and A is never written.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cooperative_groups.h>
 #include <cuda_runtime_api.h>
@@ -39,6 +43,7 @@ inline constexpr int kSkinnyBtWarps = 4;
 inline constexpr int kSkinnyBtMembers = 4;  // GEMMs sharing A one B (N, K) launch may run
 inline constexpr int64_t kSkinnyBtLongRows = 32768;  // rows past which a warp takes 4
 inline constexpr int64_t kSkinnyBtLongK = 4096;      // K from which a warp takes 1
+inline constexpr size_t kSkinnyStagedBytes = 48 * 1024;  // A rows a prologue stages per CTA, at most
 
 /// 16 bytes of B: read once, so bypass L1 (`ld.global.nc.L1::no_allocate`).
 template <class T>
@@ -178,6 +183,9 @@ struct SkinnyStore {
   __device__ void operator()(int s, int64_t m, int64_t n, int64_t N, T const (&c)[1]) const { rows.C[s][m * N + n] = c[0]; }
 };
 
+/// No prologue: the kernel reads A from global memory.
+struct NoPrologue {};
+
 /// Hands the G results of one output to an element-wise epilogue `f(m, n, c)` (no C is written).
 template <class F>
 struct SkinnyElementwise {
@@ -189,16 +197,24 @@ struct SkinnyElementwise {
 /// C = A · Bᵀ rows for B (N, K): a warp owns R consecutive output rows of one member (G members
 /// side by side), its lanes stride K in 16-byte packs with U x R x G packs in flight, a shuffle
 /// butterfly adds the lanes, and lane 0 hands the results (rounded to T, as C would hold them) to
-/// `out(member, m, n, N, c)`.
-template <class T, int MT, int G, int R, int U, class Out>
+/// `out(member, m, n, N, c)`. With a prologue, `pro(m, row)` writes A's row m (the lanes of one
+/// warp together) into the CTA's shared memory first (M x K elements, dynamic), and A is not read.
+template <class T, int MT, int G, int R, int U, class Out, class Pro = NoPrologue>
 __global__ void __launch_bounds__(kSkinnyBtWarps * 32)
-gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t K, Out out) {
+gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t K, Out out, Pro pro) {
   pdl_begin();
   int const lane = threadIdx.x % 32;
   int64_t const r0 = (static_cast<int64_t>(blockIdx.x) * kSkinnyBtWarps + threadIdx.x / 32) * R;
   int s = 0;
   if constexpr (G == 1) {
     while (s + 1 < rows.count && r0 >= rows.end[s]) ++s;
+  }
+  if constexpr (!std::is_same_v<Pro, NoPrologue>) {
+    extern __shared__ __align__(16) unsigned char skinny_staged_[];
+    T* const staged = reinterpret_cast<T*>(skinny_staged_);
+    for (int64_t m = threadIdx.x / 32; m < M; m += kSkinnyBtWarps) pro(m, staged + m * K);
+    __syncthreads();  // every row is staged before any warp reads it (and before idle warps leave)
+    A = staged;
   }
   if (r0 >= (G == 1 ? rows.end[rows.count - 1] : rows.end[0])) return;
   int64_t const begin = s == 0 ? 0 : rows.end[s - 1];
@@ -405,47 +421,53 @@ inline int skinny_bt_rows_per_warp(SkinnyBtRows<T> const& rows, int G, int most)
   return r;
 }
 
-template <class T, int MT, int G, int R, int U, class Out>
+/// Shared memory a prologue's staged A rows take (0 without a prologue).
+template <class T, class Pro>
+inline size_t skinny_staged_bytes(int64_t M, int64_t K) {
+  return std::is_same_v<Pro, NoPrologue> ? 0 : static_cast<size_t>(M * K) * sizeof(T);
+}
+
+template <class T, int MT, int G, int R, int U, class Out, class Pro>
 inline cudaError_t launch_skinny_nk(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
-                                    cudaStream_t stream) {
+                                    Pro const& pro, cudaStream_t stream) {
   int64_t const total = G == 1 ? rows.end[rows.count - 1] : rows.end[0];
   int64_t const per_cta = static_cast<int64_t>(kSkinnyBtWarps) * R;
   dim3 const grid(static_cast<unsigned>((total + per_cta - 1) / per_cta));
-  return launch_kernel(gemm_skinny_nk<T, MT, G, R, U, Out>, grid, dim3(kSkinnyBtWarps * 32), 0, stream, A, rows, M, K,
-                       out);
+  return launch_kernel(gemm_skinny_nk<T, MT, G, R, U, Out, Pro>, grid, dim3(kSkinnyBtWarps * 32),
+                       skinny_staged_bytes<T, Pro>(M, K), stream, A, rows, M, K, out, pro);
 }
 
 /// The launch shape, from a sweep on the H200 in a decode-like chain (bench/gpu/kernels/skinny_sweep.cu):
 /// 4 rows per warp with 2 packs in flight for a long B (the LM head), 1 x 4 for a long K, else 2 x 4.
 /// Splitting K over a CTA's warps and prefetching B into L2 before the PDL wait did not pay there.
-template <class T, int MT, int G, class Out>
+template <class T, int MT, int G, class Out, class Pro>
 inline cudaError_t skinny_nk_rows(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
-                                  cudaStream_t stream) {
+                                  Pro const& pro, cudaStream_t stream) {
   int64_t const total = G == 1 ? rows.end[rows.count - 1] : rows.end[0];
   int const most = total >= kSkinnyBtLongRows ? 4 : (K >= kSkinnyBtLongK ? 1 : 2);
   switch (skinny_bt_rows_per_warp(rows, G, most)) {
-    case 4: return launch_skinny_nk<T, MT, G, 4, 2>(A, rows, M, K, out, stream);
-    case 2: return launch_skinny_nk<T, MT, G, 2, 4>(A, rows, M, K, out, stream);
-    default: return launch_skinny_nk<T, MT, G, 1, 4>(A, rows, M, K, out, stream);
+    case 4: return launch_skinny_nk<T, MT, G, 4, 2>(A, rows, M, K, out, pro, stream);
+    case 2: return launch_skinny_nk<T, MT, G, 2, 4>(A, rows, M, K, out, pro, stream);
+    default: return launch_skinny_nk<T, MT, G, 1, 4>(A, rows, M, K, out, pro, stream);
   }
 }
 
 /// Every output of the launch through `out` (G = 1: rows end to end; G > 1: side by side), M <= 8,
-/// K a multiple of 8, 16-byte aligned A and B rows.
-template <class T, int G, class Out>
+/// K a multiple of 8, 16-byte aligned A and B rows; A staged by `pro` when it is a prologue.
+template <class T, int G, class Out, class Pro = NoPrologue>
 inline cudaError_t gemm_skinny_bt_launch(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
-                                         cudaStream_t stream) {
-  if (M <= 1) return skinny_nk_rows<T, 1, G>(A, rows, M, K, out, stream);
-  if (M <= 2) return skinny_nk_rows<T, 2, G>(A, rows, M, K, out, stream);
-  if (M <= 4) return skinny_nk_rows<T, 4, G>(A, rows, M, K, out, stream);
-  return skinny_nk_rows<T, 8, G>(A, rows, M, K, out, stream);
+                                         cudaStream_t stream, Pro const& pro = {}) {
+  if (M <= 1) return skinny_nk_rows<T, 1, G>(A, rows, M, K, out, pro, stream);
+  if (M <= 2) return skinny_nk_rows<T, 2, G>(A, rows, M, K, out, pro, stream);
+  if (M <= 4) return skinny_nk_rows<T, 4, G>(A, rows, M, K, out, pro, stream);
+  return skinny_nk_rows<T, 8, G>(A, rows, M, K, out, pro, stream);
 }
 
 /// C_s = A · B_sᵀ for every member s of `rows` (rows end to end): one launch.
-template <class T>
+template <class T, class Pro = NoPrologue>
 inline cudaError_t gemm_skinny_bt_rows(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K,
-                                       cudaStream_t stream) {
-  return gemm_skinny_bt_launch<T, 1>(A, rows, M, K, SkinnyStore<T>{rows}, stream);
+                                       cudaStream_t stream, Pro const& pro = {}) {
+  return gemm_skinny_bt_launch<T, 1>(A, rows, M, K, SkinnyStore<T>{rows}, stream, pro);
 }
 
 /// C = A · Bᵀ with B (N, K) row-major, M <= 8, K a multiple of 8, 16-byte aligned A and B.
@@ -466,10 +488,10 @@ inline cudaError_t gemm_skinny_bt(T const* A, T const* B, T* C, int64_t batch, i
 
 /// f(m, n, c) over c[g] = (A · B_gᵀ)[m, n] for the G members of `rows` (side by side, end[0] rows
 /// each): one launch, no C written.
-template <class T, int G, class F>
+template <class T, int G, class F, class Pro = NoPrologue>
 inline cudaError_t gemm_skinny_bt_epilogue(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, F const& f,
-                                           cudaStream_t stream) {
-  return gemm_skinny_bt_launch<T, G>(A, rows, M, K, SkinnyElementwise<F>{f}, stream);
+                                           cudaStream_t stream, Pro const& pro = {}) {
+  return gemm_skinny_bt_launch<T, G>(A, rows, M, K, SkinnyElementwise<F>{f}, stream, pro);
 }
 
 }  // namespace tilefoundry::atoms::detail
