@@ -134,6 +134,8 @@ def compile(
     """Compile the functions of a module node into one library (no in-process cache).
 
     Args:
+        options: compile options, each declared by the planner or by the target (the table in
+            docs/compiling.md; `get_target(target).accepted_options`).
         dump: True prints each pipeline stage (HIR, partition, Candidate TileIR, plan decisions,
             Scheduled TileIR, source); a callable receives (stage, text) instead.
 
@@ -141,11 +143,14 @@ def compile(
         TypeError: fn_or_mod is not a Function or Module (a raw Python function: use @func).
         TargetUnavailable: the target is not installed (the installed ones are named) or cannot
             compile here.
-        PlanError: a realization the author requested cannot be honored.
+        PlanError: an option neither the planner nor the target declares, or a value its
+            declaration does not accept (checked first, before any work); a realization the
+            author requested cannot be honored.
     """
     mod = _as_module(fn_or_mod, "compile")
     options = dict(options or {})
     tgt = get_target(target)
+    tgt.check_options(options)
     tgt.require()
     catalog = tgt.catalog_for(options)
     say = _dumper(dump)
@@ -178,6 +183,7 @@ def jit(
 
     Raises:
         TypeError: a raw Python function or any other non-IR object (use @func first).
+        PlanError: an undeclared option or a refused value, as `compile` says.
     """
     mod = _as_module(fn_or_mod, "jit")
     key = cache_key(mod, target, options)
@@ -237,6 +243,11 @@ def twin(
     Load it like any twin (`twin(sem, target="cpu").load(resource)`) and check it against the
     semantic side with `check`. Each module node compiles to one library; identical nodes reuse
     the on-disk build.
+
+    Raises:
+        PlanError: an undeclared option or a refused value, before anything compiles.
     """
     mod = _as_module(sem, "twin")
+    # NOTE: checked here too, since a tree of modules without functions compiles nothing.
+    get_target(target).check_options(options or {})
     return _twin_class(mod, target, options, {})()
