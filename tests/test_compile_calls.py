@@ -87,10 +87,12 @@ def test_call_refuses_wrong_dtype_shape_and_range_naming_the_parameter(compiled:
 
 
 def test_call_refuses_an_output_aliasing_an_input(compiled: CompiledModule) -> None:
-    """Outputs are checked noalias (the kernels rely on it)."""
+    """Outputs are checked noalias (the kernels rely on it): by the call, and by the entry itself."""
     x, y = torch.randn(3, 8), torch.randn(3, 8)
-    with pytest.raises(ValueError, match=r"output parameter 'out0' overlaps parameter 'x'"):
+    with pytest.raises(TypeError, match=r"^axpy: output 'out0' overlaps parameter 'x' in memory; pass a sep"):
         compiled(x, y, x, torch.empty(3, 8))
+    with pytest.raises(ValueError, match=r"output parameter 'out0' overlaps parameter 'x'"):
+        compiled.fn(x, y, x, torch.empty(3, 8))
 
 
 def test_exec_bridge_empty_domain_is_noop(compiled: CompiledModule) -> None:

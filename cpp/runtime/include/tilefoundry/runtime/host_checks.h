@@ -72,15 +72,19 @@ struct EntryChecks {
     }
   }
 
-  // Outputs must not overlap any other parameter: kernels read inputs while writing outputs.
+  // Outputs must not overlap any other parameter: kernels read inputs while writing outputs. An
+  // output the entry updates in place, (output, input) in `updates` as parameter positions, may
+  // be exactly that input (same first byte and size), never a part of it.
   void noalias(std::initializer_list<std::pair<const char*, const tvm::ffi::TensorView*>> params,
-               int output_count) const {
+               int output_count, std::initializer_list<std::pair<int, int>> updates = {}) const {
     int i = 0;
     int first_output = static_cast<int>(params.size()) - output_count;
     for (const auto& [pa, ta] : params) {
       int j = 0;
       for (const auto& [pb, tb] : params) {
-        if (j > i && j >= first_output && overlaps(*ta, *tb)) {
+        bool declared = false;
+        for (const auto& [out, in] : updates) declared = declared || (out == j && in == i);
+        if (j > i && j >= first_output && overlaps(*ta, *tb) && !(declared && same(*ta, *tb))) {
           TVM_FFI_THROW(ValueError) << name << ": output parameter '" << pb << "' overlaps parameter '" << pa
                                     << "' in memory; pass a separate output tensor";
         }
@@ -90,17 +94,26 @@ struct EntryChecks {
     }
   }
 
+  static int64_t bytes(const tvm::ffi::TensorView& t) {
+    int64_t n = 1;
+    for (int d = 0; d < t.ndim(); ++d) n *= t.size(d);
+    return n * ((t.dtype().bits + 7) / 8);
+  }
+
+  static uintptr_t first_byte(const tvm::ffi::TensorView& t) {
+    return reinterpret_cast<uintptr_t>(t.data_ptr()) + t.byte_offset();
+  }
+
   static bool overlaps(const tvm::ffi::TensorView& a, const tvm::ffi::TensorView& b) {
-    auto bytes = [](const tvm::ffi::TensorView& t) {
-      int64_t n = 1;
-      for (int d = 0; d < t.ndim(); ++d) n *= t.size(d);
-      return n * ((t.dtype().bits + 7) / 8);
-    };
     int64_t na = bytes(a), nb = bytes(b);
     if (na == 0 || nb == 0) return false;
-    auto pa = reinterpret_cast<uintptr_t>(a.data_ptr()) + a.byte_offset();
-    auto pb = reinterpret_cast<uintptr_t>(b.data_ptr()) + b.byte_offset();
+    uintptr_t pa = first_byte(a), pb = first_byte(b);
     return pa < pb + nb && pb < pa + na;
+  }
+
+  /// `a` and `b` are one tensor's memory: the same first byte and size.
+  static bool same(const tvm::ffi::TensorView& a, const tvm::ffi::TensorView& b) {
+    return first_byte(a) == first_byte(b) && bytes(a) == bytes(b);
   }
 };
 

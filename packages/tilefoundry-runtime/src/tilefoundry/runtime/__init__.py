@@ -3,6 +3,7 @@
     from tilefoundry.runtime import (RuntimeModule, RuntimeFunction, runtime_module, runtime_func,
         CompiledModule, EntryABI, ParamABI, entry_abi_of, param_abi_of,
         DictResource, SafetensorsResource, Absolute, Preprocessed, generate)
+    from tilefoundry.runtime import donate    # give caches up to compiled calls that update them in place
 """
 
 import importlib
@@ -20,6 +21,7 @@ _EXPORTS = {
     "runtime_module": "tilefoundry.runtime.decorator",
     "runtime_func": "tilefoundry.runtime.decorator",
     "CompiledModule": "tilefoundry.runtime.loader",
+    "donate": "tilefoundry.runtime.loader",
     "EntryABI": "tilefoundry.runtime.abi",
     "ParamABI": "tilefoundry.runtime.abi",
     "entry_abi_of": "tilefoundry.runtime.abi",

@@ -5,11 +5,19 @@ output parameters. Each `ParamABI` carries the IR `TensorType` itself, so dtype,
 DimVars), layout and storage are never restated:
 
     entry_abi_of(mlp)         # EntryABI('mlp', (x: [(T, 2048), bf16], w_gate: ...), output_count=0)
+
+A compiled entry may declare `updates`: output j equals input i except for a region the entry
+writes, so output j may be passed the very tensor of input i (the compiler proves which, see
+`tilefoundry.ir.plan.in_place`; `tilefoundry.runtime.donate` is how a caller asks for it):
+
+    str(abi)   # attention(x: ..., k_cache: ... -> out0: ..., out1: ...; updates out1 <- k_cache)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Protocol
 
 from tilefoundry.ir.errors import TileFoundryError
@@ -60,15 +68,22 @@ class EntryABI:
         output_count: how many trailing `params` are output parameters; 0 for a
             value-returning implementation.
         abi_version: the ABI_VERSION the record was made under.
+        updates: output position j -> input position i (both 0-based among the outputs and the
+            inputs): output j equals input i except for a region the entry writes, and j may be
+            passed the very tensor of input i. Output j and input i share one TensorType; no two
+            outputs update one input. Empty for entries without such outputs.
     """
 
     name: str
     params: tuple[ParamABI, ...]
     output_count: int = 0
     abi_version: int = ABI_VERSION
+    # NOTE: compared, not hashed: a mapping is unhashable, and equal records still hash equal.
+    updates: Mapping[int, int] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", tuple(self.params))
+        object.__setattr__(self, "updates", MappingProxyType(dict(sorted(dict(self.updates).items()))))
         for p in self.params:
             if not isinstance(p, ParamABI):
                 raise ABIError(
@@ -94,6 +109,37 @@ class EntryABI:
                 expected=f"0..{len(self.params)}",
                 got=self.output_count,
             )
+        self._check_updates()
+
+    def _check_updates(self) -> None:
+        for j, i in self.updates.items():
+            ok = isinstance(j, int) and isinstance(i, int) and 0 <= j < self.output_count
+            if not (ok and 0 <= i < self.input_count):
+                raise ABIError(
+                    f"entry {self.name!r}: updates maps output positions in [0, {self.output_count}) to "
+                    f"input positions in [0, {self.input_count}), got {j!r} -> {i!r}",
+                    where=self.name,
+                    expected="output position -> input position",
+                    got=dict(self.updates),
+                )
+            out, src = self.output_params[j], self.input_params[i]
+            if out.type != src.type:
+                raise ABIError(
+                    f"entry {self.name!r}: output {out.name!r} updates input {src.name!r}, so it must have "
+                    f"its type {src.type}, got {out.type}",
+                    where=f"{self.name}.{out.name}",
+                    expected=str(src.type),
+                    got=str(out.type),
+                )
+        sources = list(self.updates.values())
+        twice = sorted({self.input_params[i].name for i in sources if sources.count(i) > 1})
+        if twice:
+            raise ABIError(
+                f"entry {self.name!r}: input {twice[0]!r} is updated by more than one output",
+                where=self.name,
+                expected="one output per updated input",
+                got=dict(self.updates),
+            )
 
     @property
     def input_count(self) -> int:
@@ -113,7 +159,10 @@ class EntryABI:
     def __str__(self) -> str:
         ins = ", ".join(map(str, self.input_params))
         outs = ", ".join(map(str, self.output_params))
-        return f"{self.name}({ins}{' -> ' + outs if outs else ''})"
+        updates = ", ".join(
+            f"{self.output_params[j].name} <- {self.input_params[i].name}" for j, i in self.updates.items()
+        )
+        return f"{self.name}({ins}{' -> ' + outs if outs else ''}{'; updates ' + updates if updates else ''})"
 
 
 def param_abi_of(var: _TypedVar) -> ParamABI:

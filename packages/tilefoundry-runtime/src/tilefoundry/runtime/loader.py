@@ -6,12 +6,22 @@
     f = load_linked_module(linked)          # binds the entry named by linked.entry
     y = f(x, w)                             # auto-alloc: outputs made from EntryABI.output_params
     f(x, w, out)                            # pre-alloc: fills `out`, returns it
+
+An entry whose `EntryABI.updates` says output j is input i with a region rewritten (a KV-cache
+update) may be passed that very input as output j. `donate` is how a caller asks for it:
+
+    with donate(k_cache, v_cache):
+        y, k_cache2, v_cache2 = f(x, pos, k_cache, v_cache)   # k_cache2 is k_cache, updated in place
+
+Outside `donate` nothing changes: the old caches stay as they were (seed 000 §1.1.2).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,6 +90,75 @@ def load_linked_module(linked: LinkedModule, name: str | None = None) -> Compile
     return CompiledModule(type=abi, fn=fn, library=linked.library)
 
 
+# The tensors given up by the enclosing `donate` blocks, innermost last: id -> tensor (held, so
+# an id is never reused while it is listed).
+_DONATED: contextvars.ContextVar[tuple[dict[int, torch.Tensor], ...]] = contextvars.ContextVar(
+    "tilefoundry_donated", default=()
+)
+
+
+@contextlib.contextmanager
+def donate(*tensors: torch.Tensor) -> Iterator[None]:
+    """Give `tensors` up to the compiled calls made inside the block, like XLA's donate_argnums.
+
+    A compiled entry called (auto-alloc) with a donated tensor as input i, where its
+    `EntryABI.updates` maps output j to i, writes output j into that very tensor and returns it
+    (`result is tensor`): a KV-cache update then writes the new rows alone, not a copy of the whole
+    cache. Each tensor serves one such call; it then holds the result, which the caller owns
+    again. A tensor that no call can update in place (another entry, a twin that is not
+    compiled, a non-contiguous tensor, one overlapping another argument) is left as it was.
+
+    The caller promises not to read a donated tensor's old value again: after the call it holds
+    the new one.
+
+        with donate(k_cache, v_cache):
+            y, k_cache, v_cache = step(x, pos, k_cache, v_cache)
+
+    Raises:
+        TypeError: an argument is not a torch.Tensor.
+    """
+    for i, t in enumerate(tensors):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"donate: argument {i} must be a torch.Tensor, got {type(t).__name__}")
+    token = _DONATED.set((*_DONATED.get(), {id(t): t for t in tensors}))
+    try:
+        yield
+    finally:
+        _DONATED.reset(token)
+
+
+def _donated(t: torch.Tensor) -> bool:
+    return any(scope.get(id(t)) is t for scope in _DONATED.get())
+
+
+def _take(t: torch.Tensor) -> None:
+    """`t` has served its call: no longer donated in any enclosing block."""
+    for scope in _DONATED.get():
+        if scope.get(id(t)) is t:
+            del scope[id(t)]
+
+
+def _span(t: torch.Tensor) -> tuple[torch.device, int, int]:
+    """The device and the byte range [first, last + 1) of `t`'s elements (empty: first == end)."""
+    first = t.data_ptr()
+    if t.numel() == 0:
+        return t.device, first, first
+    last = sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride(), strict=True))
+    return t.device, first, first + (last + 1) * t.element_size()
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    (da, a0, a1), (db, b0, b1) = _span(a), _span(b)
+    return da == db and a0 < a1 and b0 < b1 and a0 < b1 and b0 < a1
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """`a` and `b` are one tensor's memory: same device, first byte, shape, strides and dtype."""
+    return (
+        _span(a) == _span(b) and a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype
+    )
+
+
 def _bind_dims(abi: EntryABI, inputs: tuple[torch.Tensor, ...]) -> dict[DimVar, int]:
     bindings: dict[DimVar, int] = {}
     for p, t in zip(abi.input_params, inputs, strict=True):
@@ -105,8 +184,14 @@ class CompiledModule(RuntimeModule):
     def forward(self, *args: Any) -> Any:
         """Call the entry: auto-alloc (inputs only) or pre-alloc (inputs and every output).
 
+        Auto-alloc writes an output the entry updates in place into its input when that input is
+        donated (`donate`), and returns it. Pre-alloc takes an output that is exactly the input it
+        updates (`EntryABI.updates`) as asking for that.
+
         Raises:
-            TypeError: a count that is neither, some but not all outputs, or a non-tensor argument.
+            TypeError: a count that is neither, some but not all outputs, a non-tensor argument,
+                or an output overlapping another parameter in memory (other than exactly the input
+                it updates), naming both.
         """
         abi = self.type
         n_in, n_all = abi.input_count, len(abi.params)
@@ -126,16 +211,58 @@ class CompiledModule(RuntimeModule):
                     f"{abi.name}: argument {p.name!r} must be a torch.Tensor, got {type(a).__name__}"
                 )
         inputs = tuple(a if a.is_contiguous() else a.contiguous() for a in args[:n_in])
-        outputs = tuple(args[n_in:]) if len(args) == n_all else self._allocate(inputs)
+        if len(args) == n_all:
+            outputs = tuple(args[n_in:])
+            self._check_aliasing(inputs, outputs)
+        else:
+            outputs = self._allocate(inputs, self._donations(args[:n_in], inputs))
         self.fn(*inputs, *outputs)
         return outputs[0] if len(outputs) == 1 else outputs
 
-    def _allocate(self, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    def _donations(self, given: tuple[Any, ...], inputs: tuple[torch.Tensor, ...]) -> dict[int, torch.Tensor]:
+        """Output position -> the donated input it is written into (each taken from its `donate`)."""
+        found: dict[int, torch.Tensor] = {}
+        for j, i in self.type.updates.items():
+            t = inputs[i]
+            if t is not given[i] or not _donated(t):
+                continue  # a contiguous copy of a donated view is not the caller's tensor
+            if any(_overlap(t, other) for k, other in enumerate(inputs) if k != i):
+                continue
+            _take(t)
+            found[j] = t
+        return found
+
+    def _check_aliasing(self, inputs: tuple[torch.Tensor, ...], outputs: tuple[torch.Tensor, ...]) -> None:
+        """Refuse an output overlapping another parameter, unless it is exactly the input it updates."""
+        abi = self.type
+        params = (*inputs, *outputs)
+        for j, out in enumerate(outputs):
+            source = abi.updates.get(j)
+            for k, other in enumerate(params[: abi.input_count + j]):
+                if not _overlap(out, other) or (k == source and _same(out, other)):
+                    continue
+                name, other_name = abi.output_params[j].name, abi.params[k].name
+                hint = (
+                    f", or exactly {abi.params[source].name!r}, which it updates in place"
+                    if source is not None
+                    else ""
+                )
+                raise TypeError(
+                    f"{abi.name}: output {name!r} overlaps parameter {other_name!r} in memory; pass a "
+                    f"separate tensor{hint}"
+                )
+
+    def _allocate(
+        self, inputs: tuple[torch.Tensor, ...], donated: Mapping[int, torch.Tensor]
+    ) -> tuple[torch.Tensor, ...]:
         abi = self.type
         device = inputs[0].device if inputs else torch.device("cpu")
         bindings = _bind_dims(abi, inputs)
         outs = []
-        for p in abi.output_params:
+        for j, p in enumerate(abi.output_params):
+            if j in donated:
+                outs.append(donated[j])
+                continue
             missing = [v.name for d in p.type.shape for v in dim_vars(d) if v not in bindings]
             if missing:
                 raise TypeError(

@@ -70,15 +70,31 @@ class IndexCheck:
 
 
 @dataclass(frozen=True)
+class Update:
+    """The result is `source` with `length` elements along `axis` from `start` replaced (cache_update).
+
+    Recorded on the kernel that stores such a result (`tile.stmt.RegionUpdate`) so the
+    update-in-place pass can recognise it without reading the element expression.
+    """
+
+    source: Operand
+    axis: int
+    start: Expr
+    length: Dim
+
+
+@dataclass(frozen=True)
 class Compute:
     """The result element at an index: `expr(index) -> Expr` in the result dtype.
 
     Attributes:
         checks: index validations that must pass before any element is read.
+        update: set when the result equals one operand outside a region the rule writes.
     """
 
     expr: Callable[[Index], Expr]
     checks: tuple[IndexCheck, ...] = ()
+    update: Update | None = None
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from ..tile.stmt import (
     Kernel,
     MeshCut,
     Program,
+    RegionUpdate,
     Stmt,
     Store,
     seq,
@@ -218,7 +219,8 @@ def _kernels(
     writes = tuple(buffers[n] for n in g.nodes)
     placement, why = _placement([*g.nodes, *kb.computes], g.domain)
     kernel = Kernel(
-        name, kind, body, _reads(body, writes), writes, tuple(kb.origin), _request(g.nodes), placement
+        name, kind, body, _reads(body, writes), writes, tuple(kb.origin), _request(g.nodes), placement,
+        updates=_updates(g, kb, buffers),
     )
     kernel.decisions.extend(g.notes)
     if why is not None:
@@ -228,6 +230,18 @@ def _kernels(
     check_body = seq(*(_check_stmt(ctx, c) for c in checks))
     check = Kernel(f"k{index}_check", "index check", check_body, _reads(check_body, ()), (), tuple(kb.origin))
     return [check, kernel]
+
+
+def _updates(g: Group, kb: _KernelBuilder, buffers: dict[Value, Buffer]) -> tuple[RegionUpdate, ...]:
+    """The element grid's stored results that equal a buffer outside a region (cache_update)."""
+    if g.kind == "anchor":
+        return ()
+    found = []
+    for n in g.nodes:
+        u = kb.computes[n].update
+        if u is not None and u.source.buffer is not None:
+            found.append(RegionUpdate(buffers[n], u.source.buffer, u.axis, u.start, u.length))
+    return tuple(found)
 
 
 def _reads(body: Stmt, writes: tuple[Buffer, ...]) -> tuple[Buffer, ...]:

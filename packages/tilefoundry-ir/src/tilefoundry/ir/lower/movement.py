@@ -4,6 +4,8 @@ transpose(x, (1, 0))[i, j]       = x[j, i]
 slice(x, 1, 8, 40, 2)[i, j]      = x[i, 8 + 2*j]
 reshape(x: (T, 4096), (T, 32, 128))[t, h, d] = x[t, h*128 + d]      (grouped, no div/mod)
 index_select(x, ids, 0)[i, d]    = x[ids[i], d]                      (ids validated first)
+cache_update(c, pos, new)[.., i, ..] = new[.., i - pos, ..] if pos <= i < pos + S else c[.., i, ..]
+                                   (pos validated first; the rule names c, the axis, pos and S)
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from ..ops.movement import BroadcastTo, Concat, RepeatInterleave, Reshape, Slice
 from ..ops.operands import element_count
 from ..tile.expr import Const, Expr, Select, binary, cast, dim_expr, floordiv, mod
 from ..types import TensorType
-from .core import Compute, Index, IndexCheck, Operand, broadcast_index, lower
+from .core import Compute, Index, IndexCheck, Operand, Update, broadcast_index, lower
 
 
 def _groups(out: tuple[Dim, ...], inp: tuple[Dim, ...]) -> list[tuple[list[int], list[int]]]:
@@ -169,10 +171,11 @@ def _lower_cache_update(
         "cache_update: pos + new's extent does not fit the cache; pos = ",
     )
 
+    start = cast(pos.at(()), i64)
+
     def element(idx: Index) -> Expr:
-        start = cast(pos.at(()), i64)
         i = idx[axis]
         inside = binary("and", binary("ge", i, start), binary("lt", i, start + dim_expr(length)))
         return Select(inside, new.at((*idx[:axis], i - start, *idx[axis + 1 :])), cache.at(idx))
 
-    return Compute(element, (check,))
+    return Compute(element, (check,), Update(cache, axis, start, length))

@@ -181,7 +181,8 @@ def entry_checks(program: Program, cx: CExpr, arg: str) -> list[str]:
     Every target's entry runs the same checks in the same order: each parameter's device, dtype,
     rank and contiguity (`e.tensor`), each DimVar bound from its first extent with its range
     checked (`e.bind`), every other extent against its declaration (`e.extent`), and outputs
-    overlapping no other parameter (`e.noalias`). `arg` prefixes the TensorView parameter names.
+    overlapping no other parameter but, exactly, the input each updates in place (`e.noalias`,
+    `Program.updates`). `arg` prefixes the TensorView parameter names.
     """
     out = []
     for b in program.params:
@@ -201,5 +202,7 @@ def entry_checks(program: Program, cx: CExpr, arg: str) -> list[str]:
                 want = f'{cx.dim(dim)}, "{format_dim(dim)}"'
                 out.append(f'  e.extent({arg}{b.name}, "{b.name}", {axis}, {want});')
     pairs = ", ".join(f'{{"{b.name}", &{arg}{b.name}}}' for b in program.params)
-    out.append(f"  e.noalias({{{pairs}}}, {program.output_count});")
+    n_in = len(program.inputs)
+    updates = ", ".join(f"{{{n_in + j}, {i}}}" for j, i in program.updates.items())
+    out.append(f"  e.noalias({{{pairs}}}, {program.output_count}{f', {{{updates}}}' if updates else ''});")
     return out

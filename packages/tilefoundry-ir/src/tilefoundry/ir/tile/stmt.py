@@ -275,6 +275,27 @@ class MeshCut:
         return f"{text} [{self.attr}]" if self.attr else text
 
 
+@dataclass(frozen=True, eq=False)
+class RegionUpdate:
+    """Output `output` equals input `source` except where its kernel writes it: a region along `axis`.
+
+    Lowering records one for each `cache_update` result an element grid stores (the fact); the
+    update-in-place pass (`ir.plan.in_place`) keeps only those it proves may run in place, where
+    a code generator may, when the caller passes `output` as the very tensor `source`, run only
+    the region: the kernel's loop over `axis` from `start` for `length` iterations.
+
+    Attributes:
+        start: the region's first index, an expression over inputs and DimVars only (the same on
+            every instance); it runs for `length` indices.
+    """
+
+    output: Buffer
+    source: Buffer
+    axis: int
+    start: Expr
+    length: Dim
+
+
 @dataclass(eq=False)
 class Kernel:
     """One kernel of a program.
@@ -290,6 +311,7 @@ class Kernel:
         placement: the mesh axes of that placement and the instance loop each cuts, one per
             mesh axis in mesh order (empty without a Mesh scope).
         decisions: planning decisions with their reasons (Scheduled form only).
+        updates: outputs it writes as an update of an input (`RegionUpdate`).
     """
 
     name: str
@@ -301,6 +323,7 @@ class Kernel:
     request: tuple[str, ...] = ()
     placement: tuple[MeshCut, ...] = ()
     decisions: list[str] = field(default_factory=list)
+    updates: tuple[RegionUpdate, ...] = ()
 
 
 @dataclass(eq=False)
@@ -343,6 +366,12 @@ class Program:
     @property
     def outputs(self) -> tuple[Buffer, ...]:
         return self.params[len(self.params) - self.output_count :]
+
+    @property
+    def updates(self) -> dict[int, int]:
+        """Output position -> input position of each output its kernels update in place (`Kernel.updates`)."""
+        outs, ins = list(self.outputs), list(self.inputs)
+        return {outs.index(u.output): ins.index(u.source) for k in self.kernels for u in k.updates}
 
 
 def map_exprs(s: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:
