@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tilefoundry.cli import main
-from tilefoundry.ir.target import GROUP, get_target, installed_targets, registry
+from tilefoundry.ir.target import GROUP, PLANNER_OPTIONS, get_target, installed_targets, registry
 
 
 def _run(*args: str) -> str:
@@ -28,17 +28,25 @@ def test_console_script_lists_every_installed_target():
     assert "null: compiles here, cannot run (compile: yes, run: no)\n" in out
     assert "  why:     the null target builds nothing that can run\n" in out
     assert f"  catalog: {get_target('null').catalog.summary()}" in out
+    assert "  options: none of its own; the planner's gemm, reassociate, vectorize\n" in out
+    own = ", ".join(sorted(o.name for o in get_target("cpu").options))
+    assert f"  options: {own}; the planner's gemm, reassociate, vectorize\n" in out
 
 
 def test_json_lists_availability_and_catalogs():
     reports = json.loads(_run(sys.executable, "-m", "tilefoundry", "targets", "--json"))
     assert [r["name"] for r in reports] == list(installed_targets())
     null = next(r for r in reports if r["name"] == "null")
+    planner = [{"name": "vectorize", "values": [True, False], "default": True, "owner": "planner",
+                "meaning": PLANNER_OPTIONS[0].meaning}, *null["options"][1:]]
     assert null == {"name": "null", "loaded": True, "can_compile": True, "can_run": False,
                     "reasons": ["the null target builds nothing that can run"], "facts": {},
-                    "catalog": get_target("null").catalog.model_dump(mode="json")}
+                    "catalog": get_target("null").catalog.model_dump(mode="json"), "options": planner}
+    assert [o["name"] for o in null["options"]] == ["vectorize", "reassociate", "gemm"]
     cpu = next(r for r in reports if r["name"] == "cpu")
     assert cpu["catalog"]["schema_version"] == 1 and cpu["catalog"]["target"] == "cpu"
+    isa = next(o for o in cpu["options"] if o["name"] == "isa")
+    assert isa["owner"] == "cpu" and isa["default"] is None and isa["values"][-1] is None
 
 
 def test_a_broken_plugin_is_listed_with_its_error(monkeypatch, capsys):

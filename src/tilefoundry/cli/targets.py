@@ -1,8 +1,9 @@
-"""List the installed targets: whether each can compile and run here, why not, and its catalog."""
+"""List the installed targets: whether each can compile and run here, why not, their catalogs and options."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import Any
 
@@ -23,9 +24,17 @@ def _report(name: str) -> dict[str, Any]:
     except TargetUnavailable as e:
         return {"name": name, "loaded": False, "can_compile": False, "can_run": False, "reasons": [e.message]}
     a = target.availability
+    options = [dataclasses.asdict(o) for o in target.accepted_options.values()]
     return {"name": name, "loaded": True, "can_compile": a.can_compile, "can_run": a.can_run,
             "reasons": list(a.reasons), "facts": a.facts, "catalog": target.catalog.model_dump(mode="json"),
-            "summary": target.catalog.summary()}
+            "options": options, "summary": target.catalog.summary()}
+
+
+def _options(r: dict[str, Any]) -> str:
+    """The option names a compile for the target accepts: its own, then the planner's."""
+    own = sorted(o["name"] for o in r["options"] if o["owner"] == r["name"])
+    planner = sorted(o["name"] for o in r["options"] if o["owner"] != r["name"])
+    return f"{', '.join(own) or 'none of its own'}; the planner's {', '.join(planner)}"
 
 
 def _status(r: dict[str, Any]) -> str:
@@ -52,6 +61,7 @@ def _text(reports: list[dict[str, Any]]) -> str:
             if r["facts"]:
                 lines.append("  found:   " + ", ".join(f"{k}={v}" for k, v in r["facts"].items()))
             lines.append(f"  catalog: {r['summary']}")
+            lines.append(f"  options: {_options(r)}")
     return "\n".join(lines)
 
 
