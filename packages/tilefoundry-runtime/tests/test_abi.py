@@ -92,3 +92,39 @@ def test_entry_abi_refuses_bad_output_count_and_duplicates():
 def test_entry_abi_of_takes_a_function():
     with pytest.raises(TypeError, match="entry_abi_of takes a HIR Function, got function"):
         entry_abi_of(lambda x: x)
+
+
+def _cache_entry(**updates_kw):
+    cache, new = TensorType((1, 2, 16, 8), "f32"), TensorType((1, 2, T, 8), "f32")
+    ps = (ParamABI("k", cache), ParamABI("new", new), ParamABI("out0", cache), ParamABI("out1", new))
+    return EntryABI("append", ps, output_count=2, **updates_kw)
+
+
+def test_entry_abi_updates_print_compare_and_hash():
+    """updates (output position -> input position) is part of the record: printed, compared, hashable."""
+    e = _cache_entry(updates={0: 0})
+    assert dict(e.updates) == {0: 0} and _cache_entry().updates == {}
+    assert str(e) == (
+        "append(k: [(1, 2, 16, 8), f32], new: [(1, 2, tokens, 8), f32] -> out0: [(1, 2, 16, 8), f32], "
+        "out1: [(1, 2, tokens, 8), f32]; updates out0 <- k)"
+    )
+    assert e == _cache_entry(updates={0: 0}) and e != _cache_entry() and hash(e) == hash(_cache_entry())
+    with pytest.raises(TypeError):
+        e.updates[1] = 1  # type: ignore[index]
+
+
+def test_entry_abi_refuses_updates_that_cannot_stand():
+    with pytest.raises(ABIError, match=r"^entry 'append': updates maps output positions in \[0, 2\) to "
+                       r"input positions in \[0, 2\), got 2 -> 0 \(append\)$"):
+        _cache_entry(updates={2: 0})
+    with pytest.raises(ABIError, match=r"^entry 'append': output 'out0' updates input 'new', so it must "
+                       r"have its type \[\(1, 2, tokens, 8\), f32\], got \[\(1, 2, 16, 8\), f32\] "
+                       r"\(append.out0\)$"):
+        _cache_entry(updates={0: 1})
+    with pytest.raises(ABIError, match=r"^entry 'append': input 'k' is updated by more than one output"):
+        EntryABI(
+            "append",
+            tuple(ParamABI(n, TensorType((4,), "f32")) for n in ("k", "a", "b")),
+            output_count=2,
+            updates={0: 0, 1: 0},
+        )

@@ -30,7 +30,7 @@ the region, skipping indices outside [0, extent)) when every output of the kerne
 Otherwise the kernel's updates are dropped and it says why, all or none: a region-only run would
 skip the rows of any store that is not an update.
 
-    # updates in place: out1 is k_cache, out2 is v_cache, but at [pos[], pos[] + tokens) along axis 2 ...
+    # updates in place: out1 is k_cache and out2 is v_cache except at [pos[], pos[] + tokens) along axis 2 ...
     # keeps full copies (out1 of k_cache): k11_attention also reads k_cache
 """
 
@@ -162,7 +162,8 @@ def update_in_place(program: Program) -> Program:
         reasons = [why] if why is not None else []
         for u in k.updates:
             if id(u.output) in shared or id(u.source) in shared:
-                reasons.append(f"{u.output.name} or {u.source.name} takes part in another update")
+                twice = u.source if id(u.source) in shared else u.output
+                reasons.append(f"{twice.name} takes part in more than one update")
             elif why is None and (blocked := _update_blocker(program, k, u)) is not None:
                 reasons.append(blocked)
         pairs = ", ".join(f"{u.output.name} of {u.source.name}" for u in k.updates)
@@ -170,11 +171,11 @@ def update_in_place(program: Program) -> Program:
             k.decisions.append(f"keeps full copies ({pairs}): {'; '.join(dict.fromkeys(reasons))}")
             k.updates = ()
             continue
-        same = ", ".join(f"{u.output.name} is {u.source.name}" for u in k.updates)
+        same = " and ".join(f"{u.output.name} is {u.source.name}" for u in k.updates)
         k.decisions.append(
-            f"updates in place: {same}, but at {_region(k.updates[0])}, which this kernel writes; "
-            "each output may be passed as the very input (EntryABI.updates), and when every one is, "
-            "only that region runs (indices outside the extent skipped)"
+            f"updates in place: {same} except at {_region(k.updates[0])}, which this kernel writes; "
+            "each output may be passed as its very input (EntryABI.updates), and when every one is, "
+            "only that region runs (an index outside the extent skipped)"
         )
     return program
 
