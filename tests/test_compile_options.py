@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,17 @@ def test_the_null_target_declares_no_options_and_refuses_any_of_its_own() -> Non
         assert str(err.value) == f"null: unknown compile option {name!r}; {accepted} (options[{name!r}])"
     linked = tilefoundry.compile(proj, target="null", options={"vectorize": False, "gemm": "loop"})
     assert linked.target == "null"
+
+
+@pytest.mark.parametrize(
+    ("module", "target"),
+    [("tilefoundry.ir.target.options", None), ("tilefoundry.codegen.cpu.options", "cpu"),
+     ("tilefoundry.codegen.cuda.options", "cuda")],
+)
+def test_every_option_a_module_defines_is_declared(module: str, target: str | None) -> None:
+    """An Option its readers use but its owner does not return would be refused by compile."""
+    defined = [v for v in vars(importlib.import_module(module)).values() if isinstance(v, Option)]
+    assert defined == list(get_target(target).options if target else PLANNER_OPTIONS)
 
 
 def _values(o: Option) -> str:
