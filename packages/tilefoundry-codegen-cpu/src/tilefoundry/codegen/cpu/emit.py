@@ -45,6 +45,7 @@ from tilefoundry.ir.tile.stmt import (
 
 from .atoms import atom_lines
 from .build import runtime_digest
+from .options import HUGE_PAGES
 from .reuse import reuse_sum_terms
 
 NAME = "cpu"
@@ -439,7 +440,7 @@ def codegen(scheduled: Any, options: Mapping[str, Any]) -> Sources:
     (`reuse.reuse_sum_terms`); its decisions appear as comments above the kernels.
     """
     programs = tuple(reuse_sum_terms(p) for p in scheduled.programs)
-    text = emit_module(scheduled.name, programs, runtime_digest(), options.get("huge_pages", True))
+    text = emit_module(scheduled.name, programs, runtime_digest(), HUGE_PAGES.read(options))
     return Sources(
         target=NAME, files={f"{scheduled.name}.cc": text}, entries=tuple(p.name for p in scheduled.programs)
     )
