@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import itertools
 import os
+import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -51,6 +53,38 @@ def compile_option(text: str) -> tuple[str, object]:
         return key, ast.literal_eval(value)
     except (ValueError, SyntaxError):
         raise argparse.ArgumentTypeError(f"--option {text!r}: the value is not a Python literal") from None
+
+
+def step_busy(prof: torch.profiler.profile) -> tuple[float, float]:
+    """Median microseconds per decode step, and of them the GPU was busy (some kernel or copy ran).
+
+    Steps are cut at the LM head (the longest kernel on average, once a step); periods over 20 ms
+    (warm-up, capture) are left out, so the figures are those of replayed steps.
+    """
+    events = [
+        (ev.name, ev.time_range.start, ev.time_range.end)
+        for ev in prof.events()
+        if ev.device_type == torch.autograd.DeviceType.CUDA
+    ]
+    mean: dict[str, list[float]] = defaultdict(list)
+    for name, a, b in events:
+        mean[name].append(b - a)
+    head = max(mean, key=lambda n: sum(mean[n]) / len(mean[n]))
+    starts = sorted(a for name, a, _ in events if name == head)
+    spans = sorted((a, b) for _, a, b in events)
+    periods, busy = [], []
+    for lo, hi in itertools.pairwise(starts):
+        if hi - lo > 20_000:
+            continue
+        covered, end = 0.0, lo
+        for a, b in spans:
+            a, b = max(a, end), min(b, hi)
+            if b > a:
+                covered += b - a
+                end = b
+        periods.append(hi - lo)
+        busy.append(covered)
+    return statistics.median(periods), statistics.median(busy)
 
 
 def main() -> int:
@@ -100,6 +134,14 @@ def main() -> int:
     graphed = generate(opened.model, ids, max_new_tokens=128, cuda_graph=True)
     g = graphed
     print(f"graph replay {g.replay_tokens_per_s:.0f} tok/s, decode {g.decode_tokens_per_s:.0f} tok/s")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        g = generate(opened.model, ids, max_new_tokens=48, cuda_graph=True)
+    period, busy = step_busy(prof)
+    print(
+        f"graphed generate under the profiler: {g.replay_tokens_per_s:.0f} tok/s replayed; a step every "
+        f"{period:.0f} us, the GPU busy {busy:.0f} us of it ({100 * busy / period:.0f}%); the rest waits on "
+        f"the host between steps"
+    )
     return 0
 
 
