@@ -44,7 +44,7 @@ from tilefoundry.ir.target import TargetCatalog
 from tilefoundry.ir.tile.cexpr import cname, ctype
 from tilefoundry.ir.tile.stmt import Buffer, Program
 
-from .kernels import BODIES, Span, kernel_comment
+from .kernels import BODIES, Span, in_place_args, in_place_params, kernel_comment
 from .options import BATCH_LAUNCHES
 from .realize import STATIC_SMEM_BYTES, Realization
 from .serial import indent
@@ -192,6 +192,7 @@ def batch_params(program: Program, b: Batch) -> str:
     params = [f"const {ctype(x.dtype)}* __restrict__ {cname(x)}" for x in b.reads]
     params += [f"{ctype(x.dtype)}* __restrict__ {cname(x)}" for x in b.writes]
     params += [f"int64_t d_{d.var.name}" for d in program.dims]
+    params += [p for r in b.members for p in in_place_params(r)]
     params += [f"int64_t end{i}_" for i in range(len(b.members) - 1)]
     return ", ".join(params)
 
@@ -199,6 +200,7 @@ def batch_params(program: Program, b: Batch) -> str:
 def batch_args(program: Program, b: Batch) -> list[str]:
     """The host's arguments for `batch_params` (the ends are the `end<i>_` the host computed)."""
     args = [cname(x) for x in (*b.reads, *b.writes)] + [f"d_{d.var.name}" for d in program.dims]
+    args += [a for r in b.members for a in in_place_args(r)]
     return args + [f"end{i}_" for i in range(len(b.members) - 1)]
 
 

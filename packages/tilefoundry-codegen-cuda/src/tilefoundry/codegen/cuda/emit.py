@@ -39,7 +39,7 @@ from . import atoms, attention_atom, gemm_atom  # noqa: F401  (the atom families
 from .batching import MAX_CTAS, Batch, Launch, batch_args, emit_batch, plan_batches
 from .gemm_atom import epilogue_flag
 from .gemm_prologue import gates, staged_flag
-from .kernels import dim_names, emit_kernels, kernel_args, work
+from .kernels import dim_names, emit_kernels, in_place_args, kernel_args, work
 from .options import GEMM_TILE
 from .realize import Realization, realize_kernel
 
@@ -77,6 +77,8 @@ def _derive_launch_config(r: Realization, cx: CExpr, packed: bool = False) -> La
     at the hardware limit and any extent is covered. A placed kernel launches its Mesh as given.
     """
     extents = [c.extent for c in r.chain]
+    if r.in_place is not None:  # its flag set, the axis loop counts only the region
+        extents = r.in_place.extents(extents)
     if r.placed is not None:
         return LaunchConfig(cx(work(extents)), r.threads, r.threads, ctas=r.placed.ctas)
     if packed and r.packs is not None:  # a packed grid's thread takes a pack; packed rows keep their rows
@@ -90,7 +92,7 @@ def _launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     if r.kind == "atom":
         return atoms.launch(program, r, cx)
     cfg = _check_launch_config(r, cx) if r.kind == "check" else _derive_launch_config(r, cx)
-    args = ", ".join(kernel_args(program, r.kernel))
+    args = ", ".join([*kernel_args(program, r.kernel), *in_place_args(r)])
     kname = r.kernel.name
     out = ["{", f"  const int64_t work_ = {cfg.work};", "  if (work_ > 0) {"]
     if r.kind == "check":
@@ -176,6 +178,10 @@ def _entry(program: Program, launches: list[Launch]) -> list[str]:
         count = " * ".join(cx.dim(d) for d in t.shape) or "1"
         out.append(f"  DeviceScratch<{ctype(t.dtype)}> {cname(t)}_mem(e, {count}, stream_);  // {_decl(t)}")
         out.append(f"  {ctype(t.dtype)}* {cname(t)} = {cname(t)}_mem.ptr;")
+    for r in launches:  # every output of an in-place kernel passed as its very source?
+        for m in r.members if isinstance(r, Batch) else (r,):
+            if m.in_place is not None:
+                out.append(f"  {m.in_place.host_flag()}")
     epilogues = {id(k.body.epilogue) for k in program.kernels if isinstance(k.body, AtomCall)}
     prologues = gates(program, [r for r in launches if isinstance(r, Realization) and r.kind == "atom"], cx)
     for r in launches:

@@ -107,8 +107,19 @@ def kernel_comment(k: Kernel) -> list[str]:
     return lines + [f"//   {d}" for d in k.decisions]
 
 
+def in_place_params(r: Realization) -> tuple[str, ...]:
+    """A region-capable launch's flag parameter (in_place.py), else none."""
+    return (f"bool {r.in_place.flag}",) if r.in_place is not None else ()
+
+
+def in_place_args(r: Realization) -> tuple[str, ...]:
+    """The host's argument for `in_place_params(r)`: its flag."""
+    return (r.in_place.flag,) if r.in_place is not None else ()
+
+
 def _head(r: Realization, program: Program, extra: tuple[str, ...] = (), variant: str = "") -> list[str]:
     k = r.kernel
+    extra = (*extra, *in_place_params(r))
     lines = kernel_comment(k)
     bounds = f"__launch_bounds__({r.threads}) " if r.threads else ""
     lines.append(f"__global__ void {bounds}{r.name}{variant}({kernel_params(program, k, extra)}) {{")
@@ -119,6 +130,9 @@ def _head(r: Realization, program: Program, extra: tuple[str, ...] = (), variant
 def _grid_loop(
     r: Realization, cx: CExpr, extents: list[Expr], names: list[str], ctas: Span = WHOLE_GRID
 ) -> list[str]:
+    region = r.in_place
+    if region is not None:
+        extents, names = region.extents(extents), region.names(names)
     total = cx(work(extents))
     return [
         f"  const int64_t work_ = {total};",
@@ -126,6 +140,7 @@ def _grid_loop(
         f"  for (int64_t lin_ = static_cast<int64_t>({ctas.index}) * {r.threads} + threadIdx.x; "
         f"lin_ < work_; lin_ += stride_) {{",
         *indent(unflatten("lin_", [(n, cx(e)) for n, e in zip(names, extents, strict=True)]), 2),
+        *indent(region.lines(cx) if region is not None else [], 2),
     ]
 
 
@@ -205,14 +220,18 @@ def rows_body(program: Program, r: Realization, packed: bool, ctas: Span) -> lis
         out.append(f"  __shared__ alignas(16) {ctype(b.dtype)} {cname(b)}_smem_[{slots}][{max(n or 1, 1)}];")
     for t in sorted(group.ws_types):
         out.append(f"  __shared__ {t} ws_{t}_[32];")
-    names = [c.var for c in r.chain]
+    names, extents = [c.var for c in r.chain], [c.extent for c in r.chain]
+    region = r.in_place
+    if region is not None:  # the lanes of a row skip it together: group reductions stay whole
+        extents, names = region.extents(extents), region.names(names)
     out += [
         f"  const int lane_ = threadIdx.x % {r.group};",
         f"  const int slot_ = threadIdx.x / {r.group};",
-        f"  const int64_t rows_ = {cx(work([c.extent for c in r.chain]))};",
+        f"  const int64_t rows_ = {cx(work(extents))};",
         f"  for (int64_t row_ = static_cast<int64_t>({ctas.index}) * {slots} + slot_; row_ < rows_; "
         f"row_ += static_cast<int64_t>({ctas.count}) * {slots}) {{",
-        *indent(unflatten("row_", [(n, cx(c.extent)) for n, c in zip(names, r.chain, strict=True)]), 2),
+        *indent(unflatten("row_", [(n, cx(e)) for n, e in zip(names, extents, strict=True)]), 2),
+        *indent(region.lines(cx) if region is not None else [], 2),
     ]
     return out + body + ["  }"]
 

@@ -39,6 +39,7 @@ from tilefoundry.ir.tile.stmt import Alloc, AtomCall, Buffer, Check, For, Kernel
 
 from .attention import atom_blocker, atom_call, match_attention
 from .group import GroupCode, group_packs
+from .in_place import InPlace, describe, plan_in_place
 from .options import ATTENTION
 from .placed import PlacedGrid, plan_placed
 from .serial import SerialCode, largest_count
@@ -76,6 +77,8 @@ class Realization:
         placed: the launch of a placed realization (gridDim, blockDim, the loops' cuts).
         nests: a check's loop nests, each (instance loops, body), all run by its one launch.
         messages: a check's distinct messages; a violation reports the 1-based position of its own.
+        in_place: how a grid or rows launch runs only the kernel's region when its updated
+            outputs are their sources (in_place.py).
         notes: the decisions behind it, printed above the kernel.
     """
 
@@ -95,6 +98,7 @@ class Realization:
     nests: tuple[tuple[tuple[For, ...], Stmt], ...] = ()
     messages: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
+    in_place: InPlace | None = None
 
     @property
     def plans(self) -> tuple[PackPlan, ...]:
@@ -172,6 +176,11 @@ class Realizer:
             found = realizer(self)
             if isinstance(found, list):
                 for r in found:
+                    packed = r.packs.var if r.packs is not None else None
+                    region = plan_in_place(self.k, r.kind, r.chain, packed)
+                    if region is not None:
+                        r.notes.append(describe(region))
+                        r.in_place = region if isinstance(region, InPlace) else None
                     self.k.decisions.extend(r.notes)
                 return found
             if found:
