@@ -109,7 +109,7 @@ def test_runtime_package_reexports_the_design_names():
     names = {
         "RuntimeModule", "RuntimeFunction", "runtime_module", "runtime_func", "CompiledModule", "EntryABI",
         "ParamABI", "entry_abi_of", "param_abi_of", "DictResource", "SafetensorsResource", "Absolute",
-        "Preprocessed", "generate", "autotune", "Autotuned",
+        "Preprocessed", "generate", "autotune", "Autotuned", "donate",
     }  # fmt: skip
     assert set(rt.__all__) == names
     assert rt.generate is sys.modules["tilefoundry.runtime.generate"].generate

@@ -21,7 +21,7 @@ _EXPORTS = {
     "runtime_module": "tilefoundry.runtime.decorator",
     "runtime_func": "tilefoundry.runtime.decorator",
     "CompiledModule": "tilefoundry.runtime.loader",
-    "donate": "tilefoundry.runtime.loader",
+    "donate": "tilefoundry.runtime.donation",
     "EntryABI": "tilefoundry.runtime.abi",
     "ParamABI": "tilefoundry.runtime.abi",
     "entry_abi_of": "tilefoundry.runtime.abi",

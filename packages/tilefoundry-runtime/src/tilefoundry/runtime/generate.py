@@ -20,6 +20,11 @@ those, as one tuple, are what `append_cache` receives beside the old caches. A m
 `prepare_inputs(ids, start, caches, device=)` for a chunk of tokens gets the whole prompt in one
 step; the decode steps go one token at a time, replayed from a CUDA graph when the model runs on
 a CUDA device and its steps qualify (graphs.py).
+
+The caches are the loop's own (init_caches made them, and each step's old caches are dropped for
+the new ones), so each step donates them (`donate`): a compiled step that updates a cache in
+place writes the new rows into it instead of copying the whole cache. Caches sharing memory with
+one another are not donated.
 """
 
 from __future__ import annotations
@@ -32,8 +37,9 @@ from typing import Any
 
 import torch
 
-from .graphs import DecodeGraph
-from .step import prepare, run_step
+from .donation import donate
+from .graphs import DecodeGraph, distinct_tensors
+from .step import flatten, prepare, run_step
 
 
 @dataclass(frozen=True)
@@ -145,7 +151,9 @@ def generate(
     caches = model.init_caches(device=dev)
     if chunk is not None:
         at = f"the prefill of steps 0-{n_prompt - 1}"
-        logits, caches = run_step(model, prepare(chunk, ids[:n_prompt], 0, caches, dev, at=at), caches, at=at)
+        inputs = prepare(chunk, ids[:n_prompt], 0, caches, dev, at=at)
+        with donate(*distinct_tensors(flatten(caches)[0])):
+            logits, caches = run_step(model, inputs, caches, at=at)
     else:
         for step in range(n_prompt):
             logits, caches = _eager_step(model, ids, step, caches, dev)
@@ -164,7 +172,8 @@ def generate(
         if produced < max_new_tokens:
             step = n_prompt + produced - 1
             if decoder is not None:
-                logits, caches = decoder.step(ids, step, caches)
+                with donate(*distinct_tensors(flatten(caches)[0])):
+                    logits, caches = decoder.step(ids, step, caches)
             else:
                 logits, caches = _eager_step(model, ids, step, caches, dev)
     _sync(dev)
@@ -229,10 +238,14 @@ def _chunk_builder(model: Any, prefill: bool | None) -> Any:
 def _eager_step(
     model: Any, ids: torch.Tensor, step: int, caches: Any, dev: torch.device
 ) -> tuple[torch.Tensor, Any]:
-    """One token at position `step`, run eagerly: the logits and the caches for the next step."""
+    """One token at position `step`, run eagerly: the logits and the caches for the next step.
+
+    The caches are donated: the caller drops them for the ones returned.
+    """
     at = f"step {step}"
     inputs = prepare(model.prepare_inputs_for_generation, ids[: step + 1], step, caches, dev, at=at)
-    return run_step(model, inputs, caches, at=at)
+    with donate(*distinct_tensors(flatten(caches)[0])):
+        return run_step(model, inputs, caches, at=at)
 
 
 @dataclass(frozen=True)

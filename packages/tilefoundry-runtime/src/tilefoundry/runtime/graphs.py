@@ -11,10 +11,13 @@ over a generation's decode steps:
                   static buffers, the graph is replayed, the logits read from its output
 
 State stays functional (seed 000 §1.1.2: a step MUST NOT mutate the caches it was given): the
-captured step reads the static caches and writes its new caches into memory of its own, and
-only then, still inside the graph, the runner copies them back into the static caches it owns.
-That costs the cache bytes once per token; swapping two cache sets instead would need a step
-that writes into outputs the caller provides, which an orchestration `forward` does not offer.
+captured step reads the static caches and returns its new caches, and, still inside the graph,
+the runner copies each one that is not the static cache itself back into that cache. The runner
+owns the static caches, so it donates them to the step (`donate`): a compiled function that
+updates a cache in place (a KV-cache update, `EntryABI.updates`) writes the step's new rows into
+the static cache and returns it, and that copy is skipped. Other steps (a twin that is not
+compiled, a cache no compiled function updates) pay the copy, once per token. A cache tensor
+sharing memory with another is never donated.
 
 A step qualifies when the model runs on a CUDA device, its inputs keep their structure, shapes,
 dtypes and Python values from step to step, and it does not synchronize with the host. What
@@ -34,6 +37,7 @@ import torch
 
 from tilefoundry.ir.errors import TileFoundryError
 
+from .donation import donate
 from .step import StepContractError, TreeSpec, flatten, prepare, run_step, unflatten
 
 T = TypeVar("T")
@@ -180,7 +184,8 @@ class _Graph:
         static_inputs = unflatten(self.spec, self.static)
 
         def step() -> torch.Tensor:
-            logits, nxt = run_step(model, static_inputs, caches, at=at)
+            with donate(*distinct_tensors(state)):
+                logits, nxt = run_step(model, static_inputs, caches, at=at)
             produced, produced_spec = flatten(nxt)
             _check_state(state, state_spec, produced, produced_spec)
             for dst, src in zip(state, produced, strict=True):
@@ -196,6 +201,13 @@ class _Graph:
             torch._foreach_copy_([self.static[i] for i in self.slots], [leaves[i] for i in self.slots])
         self.replay()
         return self.logits
+
+
+def distinct_tensors(leaves: list[Any]) -> list[torch.Tensor]:
+    """The tensors among `leaves` that share memory with no other leaf (those a runner may donate)."""
+    tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+    storages = [t.untyped_storage().data_ptr() for t in tensors]
+    return [t for t, s in zip(tensors, storages, strict=True) if storages.count(s) == 1]
 
 
 def _check_state(state: list[Any], spec: TreeSpec, produced: list[Any], produced_spec: TreeSpec) -> None:

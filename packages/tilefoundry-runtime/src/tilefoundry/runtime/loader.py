@@ -8,7 +8,7 @@
     f(x, w, out)                            # pre-alloc: fills `out`, returns it
 
 An entry whose `EntryABI.updates` says output j is input i with a region rewritten (a KV-cache
-update) may be passed that very input as output j. `donate` is how a caller asks for it:
+update) may be passed that very input as output j. `donate` (donation.py) is how a caller asks:
 
     with donate(k_cache, v_cache):
         y, k_cache2, v_cache2 = f(x, pos, k_cache, v_cache)   # k_cache2 is k_cache, updated in place
@@ -18,10 +18,8 @@ Outside `donate` nothing changes: the old caches stay as they were (seed 000 §1
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ import torch
 from tilefoundry.ir.dims import DimVar, dim_vars, evaluate_dim
 
 from .abi import ABI_VERSION, ABIError, EntryABI
+from .donation import donated, take
 from .function import RuntimeFunction
 from .module import RuntimeModule
 
@@ -88,54 +87,6 @@ def load_linked_module(linked: LinkedModule, name: str | None = None) -> Compile
             got=None,
         ) from e
     return CompiledModule(type=abi, fn=fn, library=linked.library)
-
-
-# The tensors given up by the enclosing `donate` blocks, innermost last: id -> tensor (held, so
-# an id is never reused while it is listed).
-_DONATED: contextvars.ContextVar[tuple[dict[int, torch.Tensor], ...]] = contextvars.ContextVar(
-    "tilefoundry_donated", default=()
-)
-
-
-@contextlib.contextmanager
-def donate(*tensors: torch.Tensor) -> Iterator[None]:
-    """Give `tensors` up to the compiled calls made inside the block, like XLA's donate_argnums.
-
-    A compiled entry called (auto-alloc) with a donated tensor as input i, where its
-    `EntryABI.updates` maps output j to i, writes output j into that very tensor and returns it
-    (`result is tensor`): a KV-cache update then writes the new rows alone, not a copy of the whole
-    cache. Each tensor serves one such call; it then holds the result, which the caller owns
-    again. A tensor that no call can update in place (another entry, a twin that is not
-    compiled, a non-contiguous tensor, one overlapping another argument) is left as it was.
-
-    The caller promises not to read a donated tensor's old value again: after the call it holds
-    the new one.
-
-        with donate(k_cache, v_cache):
-            y, k_cache, v_cache = step(x, pos, k_cache, v_cache)
-
-    Raises:
-        TypeError: an argument is not a torch.Tensor.
-    """
-    for i, t in enumerate(tensors):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"donate: argument {i} must be a torch.Tensor, got {type(t).__name__}")
-    token = _DONATED.set((*_DONATED.get(), {id(t): t for t in tensors}))
-    try:
-        yield
-    finally:
-        _DONATED.reset(token)
-
-
-def _donated(t: torch.Tensor) -> bool:
-    return any(scope.get(id(t)) is t for scope in _DONATED.get())
-
-
-def _take(t: torch.Tensor) -> None:
-    """`t` has served its call: no longer donated in any enclosing block."""
-    for scope in _DONATED.get():
-        if scope.get(id(t)) is t:
-            del scope[id(t)]
 
 
 def _span(t: torch.Tensor) -> tuple[torch.device, int, int]:
@@ -224,11 +175,11 @@ class CompiledModule(RuntimeModule):
         found: dict[int, torch.Tensor] = {}
         for j, i in self.type.updates.items():
             t = inputs[i]
-            if t is not given[i] or not _donated(t):
+            if t is not given[i] or not donated(t):
                 continue  # a contiguous copy of a donated view is not the caller's tensor
             if any(_overlap(t, other) for k, other in enumerate(inputs) if k != i):
                 continue
-            _take(t)
+            take(t)
             found[j] = t
         return found
 
