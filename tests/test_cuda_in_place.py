@@ -9,6 +9,7 @@ bf16 bounds, returns the cache itself, and a bad pos raises without writing arou
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -22,7 +23,8 @@ from tilefoundry.codegen.cuda.catalog import arch_catalog
 from tilefoundry.codegen.cuda.emit import emit_module
 from tilefoundry.dsl import DimVar, Tensor, bf16, func, i64, tf
 from tilefoundry.ir.pipeline import schedule_function
-from tilefoundry.runtime import donate
+from tilefoundry.models import open_model, write_random_checkpoint
+from tilefoundry.runtime import donate, generate, graphs
 
 sys.path.insert(0, os.path.dirname(__file__))
 from catalogue_programs import require_nvcc
@@ -162,3 +164,38 @@ def test_a_captured_donated_update_replays_in_place(on_gpu) -> None:
         graph.replay()
         torch.cuda.synchronize()
         assert BF16.measure(cache.cpu(), want).passed
+
+
+@pytest.mark.gpu
+def test_generation_with_donated_caches_gives_the_undonated_tokens(tmp_path, monkeypatch) -> None:
+    """The compiled cuda twin of the demo LM: eager and graphed decoding, both donating their caches,
+    give the tokens of decoding that donates nothing; the graphed steps hand back the caches made."""
+    ckpt = write_random_checkpoint(tmp_path / "ckpt", seed=5)
+    model = open_model(ckpt, target="cuda", device="cuda", context=64).model
+    prompt = torch.tensor([7, 3, 250, 19, 4], device="cuda")
+    with monkeypatch.context() as m:
+        m.setattr(sys.modules["tilefoundry.runtime.generate"], "donate", lambda *t: contextlib.nullcontext())
+        m.setattr(graphs, "donate", lambda *t: contextlib.nullcontext())
+        before = generate(model, prompt, max_new_tokens=16, cuda_graph=False).new_tokens.tolist()
+    made: list[torch.Tensor] = []
+    returned: list[list[torch.Tensor]] = []
+    init, append = model.init_caches, model.append_cache
+
+    def init_spy(*args, **kwargs):
+        caches = init(*args, **kwargs)
+        made[:] = [t for pair in caches for t in pair]
+        return caches
+
+    def append_spy(caches, fresh):
+        new = append(caches, fresh)
+        returned.append([t for pair in new for t in pair])
+        return new
+
+    monkeypatch.setattr(model, "init_caches", init_spy, raising=False)
+    monkeypatch.setattr(model, "append_cache", append_spy, raising=False)
+    eager = generate(model, prompt, max_new_tokens=16, cuda_graph=False)
+    graphed = generate(model, prompt, max_new_tokens=16, cuda_graph=True)
+    assert graphed.cuda_graph and graphed.graph_refusal is None
+    assert eager.new_tokens.tolist() == before and graphed.new_tokens.tolist() == before
+    # the graphed run's prefill, warm-up and captured step all return the caches init_caches made
+    assert returned and all(all(a is b for a, b in zip(step, made, strict=True)) for step in returned[-3:])
