@@ -95,6 +95,31 @@ def test_replayed_logits_match_eager_steps_fed_the_same_tokens(models, target: s
     assert report.passed, str(report)
 
 
+@pytest.mark.parametrize("target", ["torch", "cuda"])
+def test_greedy_tokens_picked_on_the_device_are_a_host_argmax_loop_s(models, target: str) -> None:
+    """Greedy decoding on a GPU picks each token on the device and queues the next step before
+    the host reads it: the tokens are those of a loop taking the host's argmax step by step, and
+    an end token still ends the generation with itself (the step queued after it is dropped)."""
+    model = models(target)
+    n = len(PROMPT)
+    ids = torch.tensor(PROMPT, device=DEV)
+    caches = model.init_caches(device=DEV)
+    logits, fresh = model(*model.prepare_inputs(ids, 0, caches, device=DEV))
+    caches = model.append_cache(caches, (fresh,))
+    want = []
+    for step in range(n, n + NEW):
+        want.append(int(logits[-1].float().argmax()))
+        ids = torch.cat([ids, torch.tensor(want[-1:], device=DEV)])
+        logits, fresh = model(*model.prepare_inputs_for_generation(ids, step, caches, device=DEV))
+        caches = model.append_cache(caches, (fresh,))
+    for cuda_graph in (False, True):
+        out = generate(model, torch.tensor(PROMPT, device=DEV), max_new_tokens=NEW, cuda_graph=cuda_graph)
+        assert out.new_tokens.tolist() == want
+    k = max(i for i in range(NEW) if want[i] not in want[:i])  # the last token's first appearance
+    out = generate(model, torch.tensor(PROMPT, device=DEV), max_new_tokens=NEW, eos_token_id=want[k])
+    assert out.finish_reason == "eos" and out.new_tokens.tolist() == want[: k + 1]
+
+
 def test_seeded_sampling_repeats_under_the_graph(models) -> None:
     model = models("torch")
     prompt = torch.tensor(PROMPT, device=DEV)

@@ -303,8 +303,9 @@ def _methods(cfg: CausalLMConfig, context: int) -> dict[str, Any]:
             cos,
             sin,
             torch.arange(start, start + n, dtype=torch.int64, device=device),
-            torch.tensor(start, dtype=torch.int64, device=device),
-            torch.tensor(start + n, dtype=torch.int64, device=device),
+            # Filled on the device: a host tensor copied over would wait for the GPU's queue.
+            torch.full((), start, dtype=torch.int64, device=device),
+            torch.full((), start + n, dtype=torch.int64, device=device),
             caches,
         )
 

@@ -14,6 +14,7 @@ config.json. `seq_len` (positions used so far, this step included) matters only 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -116,14 +117,24 @@ def rotary_tables(
     """The `cos` and `sin` tables `(length, head_dim)` for positions `0 .. length - 1`.
 
     Row p is `cos(p * inv_freq)` (and sin) repeated over both halves of the head, times the
-    kind's attention factor, computed in f32 and rounded once to `dtype`.
+    kind's attention factor, computed in f32 and rounded once to `dtype`. Calls that come to the
+    same frequencies share the tables: read them, never write them.
 
     Args:
         max_positions: the config's max_position_embeddings.
         seq_len: how many positions the sequence uses after this step (for `dynamic`).
     """
     inv_freq, scale = INV_FREQ[rope.kind](rope, head_dim, max_positions, seq_len)
+    return _tables(tuple(inv_freq.tolist()), scale, length, dtype, str(device))
+
+
+@functools.lru_cache(maxsize=16)
+def _tables(
+    inv_freq: tuple[float, ...], scale: float, length: int, dtype: torch.dtype, device: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tables of one set of frequencies, built once: a decode step asks for them every token,
+    and building them copies the frequencies to the device, a copy that waits for the GPU."""
     positions = torch.arange(length, dtype=torch.float32, device=device)
-    freqs = torch.outer(positions, inv_freq.to(device))
+    freqs = torch.outer(positions, torch.tensor(inv_freq, dtype=torch.float32).to(device))
     emb = torch.cat((freqs, freqs), dim=-1)
     return (emb.cos() * scale).to(dtype), (emb.sin() * scale).to(dtype)

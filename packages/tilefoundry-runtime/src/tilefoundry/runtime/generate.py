@@ -159,23 +159,36 @@ def generate(
             logits, caches = _eager_step(model, ids, step, caches, dev)
     produced, finish = 0, "length"
     clock = _PhaseClock(start)
+    ahead = _DeviceArgmax(max_new_tokens) if sampler.greedy and dev.type == "cuda" else None
+
+    def next_step(step: int) -> tuple[torch.Tensor, Any]:
+        if decoder is None:
+            return _eager_step(model, ids, step, caches, dev)
+        with donate(*distinct_tensors(flatten(caches)[0])):
+            return decoder.step(ids, step, caches)
+
     while produced < max_new_tokens:
-        token = sampler.pick(logits)  # waits for the step: the clock reads finished work
-        ids[n_prompt + produced] = token
+        step = n_prompt + produced
         produced += 1
+        if ahead is None:
+            token = sampler.pick(logits)  # waits for the step: the clock reads finished work
+            ids[step] = token
+            if token not in eos and produced < max_new_tokens:
+                logits, caches = next_step(step)
+        else:
+            # Greedy on a GPU: the token goes into `ids` on the device and the next step is queued
+            # behind it before the host reads it, so the GPU never waits for the host between
+            # steps. A step queued after the last token (an end token) is thrown away.
+            ahead.pick(logits, ids, step, produced - 1)
+            if produced < max_new_tokens:
+                logits, caches = next_step(step)
+            token = ahead.read(produced - 1)
         clock.token(produced, replayed=decoder is not None and decoder.replays > 0)
         if bar is not None:
             bar.update(produced, time.perf_counter() - start)
         if token in eos:
             finish = "eos"
             break
-        if produced < max_new_tokens:
-            step = n_prompt + produced - 1
-            if decoder is not None:
-                with donate(*distinct_tensors(flatten(caches)[0])):
-                    logits, caches = decoder.step(ids, step, caches)
-            else:
-                logits, caches = _eager_step(model, ids, step, caches, dev)
     _sync(dev)
     end = time.perf_counter()
     if bar is not None:
@@ -246,6 +259,27 @@ def _eager_step(
     inputs = prepare(model.prepare_inputs_for_generation, ids[: step + 1], step, caches, dev, at=at)
     with donate(*distinct_tensors(flatten(caches)[0])):
         return run_step(model, inputs, caches, at=at)
+
+
+class _DeviceArgmax:
+    """Greedy picks that stay on the GPU: each token goes into the ids buffer and a pinned host
+    slot without a wait; `read` waits for that one token, not for work queued after it."""
+
+    def __init__(self, n: int) -> None:
+        self.host = torch.empty(n, dtype=torch.int64, pin_memory=True)
+        self.done = torch.cuda.Event()
+
+    def pick(self, logits: torch.Tensor, ids: torch.Tensor, at: int, k: int) -> None:
+        """Token k (Sampler.pick's greedy choice: the first largest logit) into ids[at]."""
+        token = logits.reshape(-1, logits.shape[-1])[-1].float().argmax().view(1)
+        ids[at : at + 1].copy_(token)
+        self.host[k : k + 1].copy_(token, non_blocking=True)
+        self.done.record()
+
+    def read(self, k: int) -> int:
+        """Token k, once its pick has run (the last one picked)."""
+        self.done.synchronize()
+        return int(self.host[k])
 
 
 @dataclass(frozen=True)
