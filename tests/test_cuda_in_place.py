@@ -9,7 +9,6 @@ bf16 bounds, returns the cache itself, and a bad pos raises without writing arou
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import sys
@@ -24,11 +23,12 @@ from tilefoundry.codegen.cuda.emit import emit_module
 from tilefoundry.dsl import DimVar, Tensor, bf16, func, i64, tf
 from tilefoundry.ir.pipeline import schedule_function
 from tilefoundry.models import open_model, write_random_checkpoint
-from tilefoundry.runtime import donate, generate, graphs
+from tilefoundry.runtime import donate, generate
 
 sys.path.insert(0, os.path.dirname(__file__))
 from catalogue_programs import require_nvcc
 from decode_layer import decode_attention
+from generation_doubles import no_donation, spy_on_caches
 
 pytestmark = pytest.mark.usefixtures("fresh_build_cache")
 
@@ -173,26 +173,9 @@ def test_generation_with_donated_caches_gives_the_undonated_tokens(tmp_path, mon
     ckpt = write_random_checkpoint(tmp_path / "ckpt", seed=5)
     model = open_model(ckpt, target="cuda", device="cuda", context=64).model
     prompt = torch.tensor([7, 3, 250, 19, 4], device="cuda")
-    with monkeypatch.context() as m:
-        m.setattr(sys.modules["tilefoundry.runtime.generate"], "donate", lambda *t: contextlib.nullcontext())
-        m.setattr(graphs, "donate", lambda *t: contextlib.nullcontext())
+    with no_donation(monkeypatch):
         before = generate(model, prompt, max_new_tokens=16, cuda_graph=False).new_tokens.tolist()
-    made: list[torch.Tensor] = []
-    returned: list[list[torch.Tensor]] = []
-    init, append = model.init_caches, model.append_cache
-
-    def init_spy(*args, **kwargs):
-        caches = init(*args, **kwargs)
-        made[:] = [t for pair in caches for t in pair]
-        return caches
-
-    def append_spy(caches, fresh):
-        new = append(caches, fresh)
-        returned.append([t for pair in new for t in pair])
-        return new
-
-    monkeypatch.setattr(model, "init_caches", init_spy, raising=False)
-    monkeypatch.setattr(model, "append_cache", append_spy, raising=False)
+    made, returned = spy_on_caches(model, monkeypatch)
     eager = generate(model, prompt, max_new_tokens=16, cuda_graph=False)
     graphed = generate(model, prompt, max_new_tokens=16, cuda_graph=True)
     assert graphed.cuda_graph and graphed.graph_refusal is None

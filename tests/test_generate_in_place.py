@@ -6,46 +6,20 @@ CUDA itself is in test_generate_graphs_gpu.py and test_cuda_in_place.py.
 
 from __future__ import annotations
 
-import contextlib
+import os
 import sys
-from collections.abc import Callable
 
 import pytest
-import torch
 
 from tilefoundry.models import open_model, write_random_checkpoint
 from tilefoundry.runtime import generate, graphs
 
-# The module, not the function it exports under the same name.
-generate_module = sys.modules["tilefoundry.runtime.generate"]
+sys.path.insert(0, os.path.dirname(__file__))
+from generation_doubles import EagerRecorder, no_donation, spy_on_caches
 
 pytestmark = pytest.mark.usefixtures("fresh_build_cache")
 
 PROMPT = [5, 9, 200, 31, 7, 88]
-
-
-class EagerRecorder:
-    """CUDA-graph semantics without CUDA: capture records `fn` (its one run is the first replay),
-    each later replay reruns it and rewrites the captured outputs in place."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-
-    def refusal(self, device: torch.device) -> str | None:
-        return None
-
-    def warm_up(self, fn: Callable):
-        return fn(), []
-
-    def capture(self, fn: Callable):
-        out, runs = fn(), [0]
-
-        def replay() -> None:
-            runs[0] += 1
-            if runs[0] > 1:
-                out.copy_(fn())
-
-        return replay, out
 
 
 @pytest.fixture(scope="module")
@@ -57,30 +31,12 @@ def model(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture
 def caches_seen(model, monkeypatch: pytest.MonkeyPatch) -> tuple[list, list]:
     """(the tensors init_caches made, the cache tensors each step returned), recorded per generate."""
-    made: list[torch.Tensor] = []
-    returned: list[list[torch.Tensor]] = []
-    init, append = model.init_caches, model.append_cache
-
-    def init_spy(*args, **kwargs):
-        caches = init(*args, **kwargs)
-        made[:] = [t for pair in caches for t in pair]
-        return caches
-
-    def append_spy(caches, fresh):
-        new = append(caches, fresh)
-        returned.append([t for pair in new for t in pair])
-        return new
-
-    monkeypatch.setattr(model, "init_caches", init_spy, raising=False)
-    monkeypatch.setattr(model, "append_cache", append_spy, raising=False)
-    return made, returned
+    return spy_on_caches(model, monkeypatch)
 
 
 def _undonated(model, monkeypatch: pytest.MonkeyPatch, **kw) -> list[int]:
     """The tokens generate gives when it donates nothing (what it gave before donation)."""
-    with monkeypatch.context() as m:
-        m.setattr(generate_module, "donate", lambda *t: contextlib.nullcontext())
-        m.setattr(graphs, "donate", lambda *t: contextlib.nullcontext())
+    with no_donation(monkeypatch):
         return generate(model, PROMPT, max_new_tokens=10, **kw).new_tokens.tolist()
 
 

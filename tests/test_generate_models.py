@@ -9,7 +9,8 @@ test_generate_graphs_gpu.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,36 +19,15 @@ import torch
 from tilefoundry.models import DEMO_CONFIG, open_model, write_random_checkpoint
 from tilefoundry.runtime import generate, graphs
 
+sys.path.insert(0, os.path.dirname(__file__))
+from generation_doubles import EagerRecorder
+
 PROMPT = [5, 9, 200, 31, 7, 88]
 DYNAMIC = {
     **DEMO_CONFIG,
     "max_position_embeddings": 8,  # the 16 positions used outgrow it: the tables rescale each step
     "rope_parameters": {"rope_type": "dynamic", "factor": 4.0, "rope_theta": 10000.0},
 }
-
-
-class EagerRecorder:
-    """CUDA-graph semantics without CUDA: capture records `fn` (its one run is the first replay),
-    each later replay reruns it and rewrites the captured outputs in place."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-
-    def refusal(self, device: torch.device) -> str | None:
-        return None
-
-    def warm_up(self, fn: Callable):
-        return fn(), []
-
-    def capture(self, fn: Callable):
-        out, runs = fn(), [0]
-
-        def replay() -> None:
-            runs[0] += 1
-            if runs[0] > 1:
-                out.copy_(fn())
-
-        return replay, out
 
 
 @pytest.fixture(autouse=True, scope="module")

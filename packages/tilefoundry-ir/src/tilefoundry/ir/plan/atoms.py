@@ -145,6 +145,11 @@ def match_gemm(k: Kernel) -> GemmRegion | str:
     )
 
 
+def mma_atom_named(catalog: TargetCatalog, name: str) -> MmaAtom | None:
+    """The catalog's MMA atom called `name` (an AtomCall's `atom`), or None."""
+    return next((a for a in catalog.atoms_of("mma") if isinstance(a, MmaAtom) and a.name == name), None)
+
+
 def gemm_atom(catalog: TargetCatalog, dtype: str, a_major: str = "K", b_major: str = "N") -> MmaAtom | None:
     """A whole-region GEMM atom of the catalog for `dtype` operands of those majors, or None."""
     for a in catalog.atoms_of("mma"):

@@ -21,14 +21,11 @@ touches what it writes).
 
 from __future__ import annotations
 
-from ..target.catalog import MmaAtom, TargetCatalog
+from ..target.catalog import TargetCatalog
 from ..tile.expr import Var, loads
 from ..tile.stmt import Alloc, AtomCall, Check, For, Kernel, Program, stmt_exprs, walk_stmts
+from .atoms import mma_atom_named
 from .gemm_groups import gemm_members
-
-
-def _supports_epilogue(catalog: TargetCatalog, name: str) -> bool:
-    return any(isinstance(a, MmaAtom) and a.name == name and a.epilogue for a in catalog.atoms_of("mma"))
 
 
 def epilogue_chain(k: Kernel) -> tuple[For, For] | None:
@@ -80,7 +77,8 @@ def fuse_epilogues(program: Program, catalog: TargetCatalog) -> Program:
     """Name each GEMM atom's element-wise consumer its epilogue, where the atom can apply it."""
     for g in program.kernels:
         atom = g.body
-        if not isinstance(atom, AtomCall) or not _supports_epilogue(catalog, atom.atom):
+        mma = mma_atom_named(catalog, atom.atom) if isinstance(atom, AtomCall) else None
+        if mma is None or not mma.epilogue:
             continue
         cs = {id(m.c) for m in gemm_members(atom)}
         readers = [k for k in program.kernels if k is not g and any(id(b) in cs for b in k.reads)]

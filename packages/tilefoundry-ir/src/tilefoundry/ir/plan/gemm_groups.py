@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..target.catalog import MmaAtom, TargetCatalog
+from ..target.catalog import TargetCatalog
 from ..tile.expr import Const, Expr
 from ..tile.stmt import AtomCall, Buffer, Kernel, Program, Seq, Stmt
+from .atoms import mma_atom_named
 
 
 @dataclass(frozen=True)
@@ -45,13 +46,6 @@ def gemm_members(atom: AtomCall) -> tuple[GemmMember, ...]:
     ops, body, p = atom.operands, atom.replaces.body, atom.params
     count = int(group.value)
     return tuple(GemmMember(ops[1 + 2 * i], ops[2 + 2 * i], p[f"n{i}"], body[i]) for i in range(count))
-
-
-def _group_size(catalog: TargetCatalog, name: str) -> int:
-    for a in catalog.atoms_of("mma"):
-        if isinstance(a, MmaAtom) and a.name == name:
-            return a.shared_a_group
-    return 1
 
 
 def _key(k: Kernel) -> tuple | None:
@@ -81,7 +75,8 @@ def group_gemms(program: Program, catalog: TargetCatalog) -> Program:
         key = _key(first)
         if key is None or id(first) in absorbed:
             continue
-        room = _group_size(catalog, key[0]) - 1
+        atom = mma_atom_named(catalog, key[0])
+        room = (atom.shared_a_group if atom is not None else 1) - 1
         members: list[Kernel] = []
         for j in range(i + 1, len(kernels)):
             if room == 0:

@@ -22,13 +22,10 @@ reads).
 
 from __future__ import annotations
 
-from ..target.catalog import MmaAtom, TargetCatalog
+from ..target.catalog import TargetCatalog
 from ..tile.expr import Var, dim_expr
 from ..tile.stmt import AtomCall, Check, For, Kernel, Program, Store, walk_stmts
-
-
-def _supports_prologue(catalog: TargetCatalog, name: str) -> bool:
-    return any(isinstance(a, MmaAtom) and a.name == name and a.prologue for a in catalog.atoms_of("mma"))
+from .atoms import mma_atom_named
 
 
 def prologue_row(k: Kernel) -> For | None:
@@ -67,7 +64,8 @@ def fuse_prologues(program: Program, catalog: TargetCatalog) -> Program:
     """Name the row kernel writing each GEMM atom's A its prologue, where the atom can apply it."""
     for g in program.kernels:
         atom = g.body
-        if not isinstance(atom, AtomCall) or not _supports_prologue(catalog, atom.atom):
+        mma = mma_atom_named(catalog, atom.atom) if isinstance(atom, AtomCall) else None
+        if mma is None or not mma.prologue:
             continue
         a = atom.operands[0]
         if a not in program.temps:
