@@ -28,9 +28,9 @@ def test_console_script_lists_every_installed_target():
     assert "null: compiles here, cannot run (compile: yes, run: no)\n" in out
     assert "  why:     the null target builds nothing that can run\n" in out
     assert f"  catalog: {get_target('null').catalog.summary()}" in out
-    assert "  options: none of its own; the planner's gemm, reassociate, vectorize\n" in out
+    assert "  options: none of its own; the planner's gemm, gemm_fusion, reassociate, vectorize\n" in out
     own = ", ".join(sorted(o.name for o in get_target("cpu").options))
-    assert f"  options: {own}; the planner's gemm, reassociate, vectorize\n" in out
+    assert f"  options: {own}; the planner's gemm, gemm_fusion, reassociate, vectorize\n" in out
 
 
 def test_json_lists_availability_and_catalogs():
@@ -42,7 +42,7 @@ def test_json_lists_availability_and_catalogs():
     assert null == {"name": "null", "loaded": True, "can_compile": True, "can_run": False,
                     "reasons": ["the null target builds nothing that can run"], "facts": {},
                     "catalog": get_target("null").catalog.model_dump(mode="json"), "options": planner}
-    assert [o["name"] for o in null["options"]] == ["vectorize", "reassociate", "gemm"]
+    assert [o["name"] for o in null["options"]] == ["vectorize", "reassociate", "gemm", "gemm_fusion"]
     cpu = next(r for r in reports if r["name"] == "cpu")
     assert cpu["catalog"]["schema_version"] == 1 and cpu["catalog"]["target"] == "cpu"
     isa = next(o for o in cpu["options"] if o["name"] == "isa")

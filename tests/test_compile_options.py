@@ -40,7 +40,8 @@ def _source(target: str, options: dict[str, object]) -> str:
 def test_every_declared_default_compiles_on_cpu_and_means_what_absence_means() -> None:
     """Each option of the planner and of cpu, given as its declared default, builds the same code as none."""
     defaults = _defaults("cpu")
-    assert set(defaults) == {"vectorize", "reassociate", "gemm", "isa", "vector_math", "huge_pages"}
+    planner = {"vectorize", "reassociate", "gemm", "gemm_fusion"}
+    assert set(defaults) == planner | {"isa", "vector_math", "huge_pages"}
     assert _source("cpu", defaults) == _source("cpu", {})
     f = tilefoundry.build(proj, target="cpu", options=defaults)
     torch.manual_seed(0)
@@ -52,8 +53,8 @@ def test_every_declared_default_compiles_on_cpu_and_means_what_absence_means() -
 def test_every_declared_cuda_default_emits_what_absence_emits() -> None:
     """Each option of the planner and of cuda, given as its declared default, generates the same .cu."""
     defaults = _defaults("cuda")
-    assert set(defaults) == {"vectorize", "reassociate", "gemm", "arch", "portable", "attention", "gemm_tile",
-                             "batch_launches"}
+    planner = {"vectorize", "reassociate", "gemm", "gemm_fusion"}
+    assert set(defaults) == planner | {"arch", "portable", "attention", "gemm_tile", "batch_launches"}
 
     def source(options: dict[str, object]) -> str:
         catalog = get_target("cuda").catalog_for(options)
@@ -69,8 +70,8 @@ def test_an_unknown_option_is_refused_naming_it_the_target_and_the_accepted_name
     with pytest.raises(PlanError) as err:
         tilefoundry.compile(proj, target="cpu", options={"vectorise": False}, dump=stages.__setitem__)
     assert str(err.value) == (
-        "cpu: unknown compile option 'vectorise' (did you mean 'vectorize'?); cpu accepts gemm, huge_pages, "
-        "isa, reassociate, vector_math, vectorize (options['vectorise'])"
+        "cpu: unknown compile option 'vectorise' (did you mean 'vectorize'?); cpu accepts gemm, gemm_fusion, "
+        "huge_pages, isa, reassociate, vector_math, vectorize (options['vectorise'])"
     )
     assert (err.value.where, err.value.got) == ("options['vectorise']", "vectorise")
     assert stages == {}
@@ -89,7 +90,7 @@ def test_a_cuda_typo_is_refused_before_the_target_is_required() -> None:
         tilefoundry.compile(proj, target="cuda", options={"batch_launch": False})
     assert str(err.value) == (
         "cuda: unknown compile option 'batch_launch' (did you mean 'batch_launches'?); cuda accepts arch, "
-        "attention, batch_launches, gemm, gemm_tile, portable, reassociate, vectorize "
+        "attention, batch_launches, gemm, gemm_fusion, gemm_tile, portable, reassociate, vectorize "
         "(options['batch_launch'])"
     )
 
@@ -137,7 +138,7 @@ def test_the_null_target_declares_no_options_and_refuses_any_of_its_own() -> Non
     for name, value in (("arch", "sm_90a"), ("isa", "avx2"), ("workers", 4)):
         with pytest.raises(PlanError) as err:
             tilefoundry.compile(proj, target="null", options={name: value})
-        accepted = "null accepts gemm, reassociate, vectorize"
+        accepted = "null accepts gemm, gemm_fusion, reassociate, vectorize"
         assert str(err.value) == f"null: unknown compile option {name!r}; {accepted} (options[{name!r}])"
     linked = tilefoundry.compile(proj, target="null", options={"vectorize": False, "gemm": "loop"})
     assert linked.target == "null"

@@ -6,7 +6,7 @@ kernel's total and per-step time, its launches per step, and the step's kernel t
 its weight-streaming floor at the given bandwidth:
 
     python bench/models/profile_decode.py --out /tmp/qwen3 [--steps 8] [--top 25] [--tb-s 4.1] [--no-pdl]
-        [--option batch_launches=False] [--compile-only]
+        [--option batch_launches=False] [--option "gemm_fusion='epilogues'"] [--compile-only]
 
 With programmatic dependent launch (the default on Hopper) a kernel is launched while its
 predecessor runs and waits for it, so the profiler charges it part of its predecessor's time;

@@ -27,10 +27,10 @@ def _candidate(fn) -> Program:
     return hoist_shared_values(lower_to_tile(partition_kernels(inline_calls(fn))))
 
 
-def _plan(fn, prologue: bool = True) -> Program:
+def _plan(fn, prologue: bool = True, options: dict | None = None) -> Program:
     catalog = toy_gemm_catalog("rcr", shared_a_group=2, epilogue=True, prologue=prologue)
-    p = fuse_epilogues(group_gemms(select_atoms(_candidate(fn), catalog, {}), catalog), catalog)
-    return fuse_prologues(p, catalog)
+    p = fuse_epilogues(group_gemms(select_atoms(_candidate(fn), catalog, {}), catalog), catalog, options)
+    return fuse_prologues(p, catalog, options)
 
 
 def _t(w):
@@ -62,6 +62,20 @@ def test_the_norm_before_a_projection_becomes_its_prologue_and_stays_a_kernel() 
 def test_an_atom_without_prologues_keeps_the_norm_apart() -> None:
     """The catalog's atom cannot compute its A (the cpu target's): nothing is named."""
     assert all(a.prologue is None for _, a in _atoms(_plan(gated, prologue=False)))
+
+
+def test_option_gemm_fusion_keeps_prologues_or_epilogues_or_both_apart() -> None:
+    """gemm_fusion="epilogues" names no prologue, "prologues" no epilogue, "none" neither; the
+    program's notes say which the option turned off."""
+    cases = (("epilogues", False, True), ("prologues", True, False), ("none", False, False))
+    for fusion, prologue, epilogue in cases:
+        p = _plan(gated, options={"gemm_fusion": fusion})
+        ((_, a),) = _atoms(p)
+        assert (a.prologue is not None, a.epilogue is not None) == (prologue, epilogue), fusion
+        off = [kind for kind, on in (("prologues", prologue), ("epilogues", epilogue)) if not on]
+        assert [n for n in p.notes if n.startswith("no GEMM")] == [
+            f"no GEMM {kind}: option gemm_fusion={fusion!r}" for kind in reversed(off)
+        ]
 
 
 def test_a_normalized_row_read_elsewhere_or_an_element_wise_producer_is_not_fused() -> None:

@@ -53,7 +53,7 @@ def test_a_default_outside_the_values_is_a_declaration_error():
 
 
 def test_planner_options_are_owned_by_the_planner():
-    assert [o.name for o in PLANNER_OPTIONS] == ["vectorize", "reassociate", "gemm"]
+    assert [o.name for o in PLANNER_OPTIONS] == ["vectorize", "reassociate", "gemm", "gemm_fusion"]
     assert {o.owner for o in PLANNER_OPTIONS} == {"planner"}
     assert all(o.meaning and o.accepts(o.default) for o in PLANNER_OPTIONS)
 
@@ -63,10 +63,10 @@ def test_check_options_refuses_an_unknown_name_with_the_closest_and_every_accept
     with pytest.raises(PlanError) as err:
         check_options({"vectorize": False, "tiles": "64"}, declared, "toy")
     assert str(err.value) == (
-        "toy: unknown compile option 'tiles' (did you mean 'tile'?); toy accepts fast, gemm, reassociate, "
-        "tile, vectorize (options['tiles'])"
+        "toy: unknown compile option 'tiles' (did you mean 'tile'?); toy accepts fast, gemm, gemm_fusion, "
+        "reassociate, tile, vectorize (options['tiles'])"
     )
-    assert err.value.expected == ("fast", "gemm", "reassociate", "tile", "vectorize")
+    assert err.value.expected == ("fast", "gemm", "gemm_fusion", "reassociate", "tile", "vectorize")
     assert err.value.got == "tiles"
     with pytest.raises(PlanError, match=r"^toy: unknown compile option 'zzz'; toy accepts fast, gemm, "):
         check_options({"zzz": 1}, declared, "toy")
@@ -116,7 +116,7 @@ def _target(*options: object) -> Target:
 def test_a_target_declares_its_own_options_after_the_planners():
     toy = _target(TILE, FAST)
     assert toy.options == (TILE, FAST)
-    assert list(toy.accepted_options) == ["vectorize", "reassociate", "gemm", "tile", "fast"]
+    assert list(toy.accepted_options) == ["vectorize", "reassociate", "gemm", "gemm_fusion", "tile", "fast"]
     toy.check_options({"tile": "64", "reassociate": True})
     with pytest.raises(PlanError, match=r"^toy: option tile must be one of 64, 128, 256, got '32' "):
         toy.check_options({"tile": "32"})
@@ -128,7 +128,7 @@ def test_a_target_without_the_hook_accepts_the_planners_options_alone():
     bare.check_options({"vectorize": False, "gemm": "loop"})
     with pytest.raises(PlanError) as err:
         bare.check_options({"tile": "64"})
-    accepted = "toy accepts gemm, reassociate, vectorize"
+    accepted = "toy accepts gemm, gemm_fusion, reassociate, vectorize"
     assert str(err.value) == f"toy: unknown compile option 'tile'; {accepted} (options['tile'])"
 
 

@@ -94,9 +94,9 @@ def schedule_function(
     ir = step("permute stores", permute_stores(ir))
     ir = step("merge checks", merge_checks(ir))
     ir = step("group gemms", group_gemms(ir, catalog))
-    ir = step("fuse epilogues", fuse_epilogues(ir, catalog))
+    ir = step("fuse epilogues", fuse_epilogues(ir, catalog, options))
     ir = step("update in place", update_in_place(ir))
-    ir = step("fuse prologues", fuse_prologues(ir, catalog))
+    ir = step("fuse prologues", fuse_prologues(ir, catalog, options))
     ir = step("check budget", check_budget(ir, catalog))
     return ir
 

@@ -21,7 +21,11 @@ touches what it writes).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ..target.catalog import TargetCatalog
+from ..target.options import GEMM_FUSION
 from ..tile.expr import Var, loads
 from ..tile.stmt import Alloc, AtomCall, Check, For, Kernel, Program, stmt_exprs, walk_stmts
 from .atoms import mma_atom_named
@@ -73,8 +77,14 @@ def _blocker(program: Program, gemm: Kernel, atom: AtomCall, e: Kernel) -> str |
     return None
 
 
-def fuse_epilogues(program: Program, catalog: TargetCatalog) -> Program:
+def fuse_epilogues(
+    program: Program, catalog: TargetCatalog, options: Mapping[str, Any] | None = None
+) -> Program:
     """Name each GEMM atom's element-wise consumer its epilogue, where the atom can apply it."""
+    fusion = GEMM_FUSION.read(options or {})
+    if fusion not in ("auto", "epilogues"):
+        program.notes.append(f"no GEMM epilogues: option gemm_fusion={fusion!r}")
+        return program
     for g in program.kernels:
         atom = g.body
         mma = mma_atom_named(catalog, atom.atom) if isinstance(atom, AtomCall) else None

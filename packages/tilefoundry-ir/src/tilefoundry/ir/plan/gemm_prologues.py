@@ -22,7 +22,11 @@ reads).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ..target.catalog import TargetCatalog
+from ..target.options import GEMM_FUSION
 from ..tile.expr import Var, dim_expr
 from ..tile.stmt import AtomCall, Check, For, Kernel, Program, Store, walk_stmts
 from .atoms import mma_atom_named
@@ -60,8 +64,14 @@ def _blocker(program: Program, gemm: Kernel, atom: AtomCall, p: Kernel) -> str |
     return None
 
 
-def fuse_prologues(program: Program, catalog: TargetCatalog) -> Program:
+def fuse_prologues(
+    program: Program, catalog: TargetCatalog, options: Mapping[str, Any] | None = None
+) -> Program:
     """Name the row kernel writing each GEMM atom's A its prologue, where the atom can apply it."""
+    fusion = GEMM_FUSION.read(options or {})
+    if fusion not in ("auto", "prologues"):
+        program.notes.append(f"no GEMM prologues: option gemm_fusion={fusion!r}")
+        return program
     for g in program.kernels:
         atom = g.body
         mma = mma_atom_named(catalog, atom.atom) if isinstance(atom, AtomCall) else None

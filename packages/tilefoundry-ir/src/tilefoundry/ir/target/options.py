@@ -11,7 +11,7 @@ the only default in the tree.
     VECTORIZE.read({"vectorize": 1})       # PlanError: option vectorize must be True or False, got 1
     check_options({"vectorise": False}, PLANNER_OPTIONS, "cpu")
     # PlanError: cpu: unknown compile option 'vectorise' (did you mean 'vectorize'?);
-    #            cpu accepts gemm, reassociate, vectorize
+    #            cpu accepts gemm, gemm_fusion, reassociate, vectorize
 """
 
 from __future__ import annotations
@@ -101,7 +101,12 @@ GEMM = Option(
     "gemm", ("auto", "loop", "atom"), "auto",
     "the GEMM atom where proved / always the checked loop / the atom or `PlanError` naming what blocked it",
 )
-PLANNER_OPTIONS = (VECTORIZE, REASSOCIATE, GEMM)
+GEMM_FUSION = Option(
+    "gemm_fusion", ("auto", "epilogues", "prologues", "none"), "auto",
+    "a GEMM atom applies its element-wise consumer (epilogue) and computes its A from the row kernel "
+    "writing it (prologue) where it can / epilogues only / prologues only / neither",
+)
+PLANNER_OPTIONS = (VECTORIZE, REASSOCIATE, GEMM, GEMM_FUSION)
 
 
 def check_options(options: Mapping[str, Any], declared: Iterable[Option], target: str) -> None:
