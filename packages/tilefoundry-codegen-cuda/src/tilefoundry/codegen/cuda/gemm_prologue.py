@@ -19,14 +19,13 @@ the kernel: the flag is then false at compile time, and a decision says why.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from tilefoundry.ir.plan.gemm_groups import gemm_members
 from tilefoundry.ir.plan.gemm_prologues import prologue_row
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
-from tilefoundry.ir.tile.stmt import AtomCall, Buffer, Kernel, Program, Store, map_stmt
+from tilefoundry.ir.tile.stmt import AtomCall, Buffer, Kernel, Program, Stmt, Store, map_stmt
 
-from .group import GroupCode, group_packs
+from .group import GroupCode
 from .kernels import dim_names, functor_name, kernel_args, kernel_params
 from .realize import Realization
 from .serial import SerialCode
@@ -63,7 +62,7 @@ def prologue_code(program: Program, atom: AtomCall, reassociate: bool, vectorize
     a = atom.operands[0]
     arow = Buffer("arow_", a.dtype, (a.shape[1],), "temp")  # memory, not thread scratch: packs may store it
 
-    def to_row(s: Any) -> Any:
+    def to_row(s: Stmt) -> Stmt | None:
         if isinstance(s, Store) and s.buffer is a:
             return Store(arow, s.index[1:], s.value)
         return None
@@ -72,11 +71,13 @@ def prologue_code(program: Program, atom: AtomCall, reassociate: bool, vectorize
     serial = SerialCode(dim_names(program), p.name)
     scalar = GroupCode(serial, LANES, set(), reassociate, False)
     lines = scalar.stmt(body, 2, {})
-    packs = group_packs(p.name, body, LANES, reassociate) if vectorize else ()
-    packed = GroupCode(serial, LANES, set(), reassociate, True) if packs else None
+    packed = GroupCode(serial, LANES, set(), reassociate, True) if vectorize else None
     packed_lines = packed.stmt(body, 3, {}) if packed is not None else []
+    if packed is not None and not packed.packed:
+        packed = None  # no loop moves 16-byte packs: the scalar body alone
     if scalar.shared or scalar.ws_types or (packed is not None and (packed.shared or packed.ws_types)):
         return PrologueCode((), (), f"{p.name}'s row needs group scratch in shared memory")
+    packs = packed.packed if packed is not None else []
     aligned = tuple(dict.fromkeys(b for plan in packs for b in plan.buffers if b is not arow))
     fields = [f"  {x};" for x in kernel_params(program, p).split(", ")]
     t = ctype(a.dtype)
