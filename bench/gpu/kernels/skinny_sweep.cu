@@ -1,9 +1,10 @@
 // Sweep of the skinny B (N, K) GEMV's launch shape on Qwen3-1.7B's decode projections, M = 1,
 // bf16, as a decode step runs them: each GEMV follows a short kernel that writes its A (an RMS
 // norm of one row), both launched with programmatic dependent launch and replayed from a CUDA
-// graph. Variants: rows per warp R, packs in flight per lane U, warps splitting K S, passes of B
-// prefetched into L2 before the PDL wait PF. Prints the GEMV's share of each step (the step's
-// time less the norm-only step's) and the TB/s of weight streaming that share implies. Weights
+// graph. Variants: rows per warp R, packs in flight per lane U. Prints the GEMV's share of each
+// step (the step's time less the norm-only step's) and the TB/s of weight streaming that share
+// implies, then its time per call in a chain of itself ("alone", as bench/gpu times a lone GEMM:
+// each launches while the one before runs, its CTAs waiting on the SMs at the PDL wait). Weights
 // are random (Hopper compresses constant data, so memset weights read faster than real ones) and
 // rotate through copies larger than L2.
 //
@@ -111,8 +112,7 @@ void variant(Bench const& bench, char const* label) {
   int64_t const total = G == 1 ? end : s.n[0];
   int64_t const per_cta = kSkinnyBtWarps * R;
   dim3 const grid(static_cast<unsigned>((total + per_cta - 1) / per_cta));
-  float const us = per_step([&](int i, cudaStream_t st) {
-    launch_kernel(norm_row, dim3(1), dim3(256), 0, st, bench.A, s.k);
+  auto gemv = [&](int i, cudaStream_t st) {
     T* base = bench.weights[i % bench.weights.size()];
     int64_t off = 0;
     for (int m = 0; m < members; ++m) {
@@ -121,8 +121,13 @@ void variant(Bench const& bench, char const* label) {
     }
     launch_kernel(gemm_skinny_nk<T, 1, G, R, U, Sink>, grid, dim3(kSkinnyBtWarps * 32), 0, st,
                   static_cast<T const*>(bench.A), rows, int64_t(1), s.k, Sink{}, NoPrologue{});
+  };
+  float const us = per_step([&](int i, cudaStream_t st) {
+    launch_kernel(norm_row, dim3(1), dim3(256), 0, st, bench.A, s.k);
+    gemv(i, st);
   }) - bench.norm_us;
-  std::printf("  %s %5.1f us %4.2f", label, us, bench.bytes / (us * 1e6));
+  float const alone = per_step(gemv);
+  std::printf("  %s %5.1f us %4.2f (alone %5.1f)", label, us, bench.bytes / (us * 1e6), alone);
 }
 
 template <int G>
