@@ -26,7 +26,7 @@ from typing import Any
 
 from ..errors import PlanError
 from ..target.catalog import MmaAtom, TargetCatalog
-from ..target.options import GEMM
+from ..target.options import GEMM, GEMM_FUSION
 from ..tile.expr import Bin, Cast, Const, Expr, Load, Var, dim_expr, mul
 from ..tile.stmt import Assign, AtomCall, Buffer, For, Kernel, Let, Program, Seq, Stmt, Store
 from .transposed_operands import TransposeFold, drop_folded, find_fold, read_in_place
@@ -148,6 +148,26 @@ def match_gemm(k: Kernel) -> GemmRegion | str:
 def mma_atom_named(catalog: TargetCatalog, name: str) -> MmaAtom | None:
     """The catalog's MMA atom called `name` (an AtomCall's `atom`), or None."""
     return next((a for a in catalog.atoms_of("mma") if isinstance(a, MmaAtom) and a.name == name), None)
+
+
+def fusing_gemms(
+    program: Program, catalog: TargetCatalog, options: Mapping[str, Any] | None, kind: str
+) -> list[tuple[Kernel, AtomCall]]:
+    """The GEMM atom kernels whose catalog atom can take a `kind` ("epilogue", "prologue").
+
+    None when option gemm_fusion turns that kind off; the program's notes then say so.
+    """
+    fusion = GEMM_FUSION.read(options or {})
+    if fusion not in ("auto", f"{kind}s"):
+        program.notes.append(f"no GEMM {kind}s: option gemm_fusion={fusion!r}")
+        return []
+    found = []
+    for k in program.kernels:
+        atom = k.body
+        mma = mma_atom_named(catalog, atom.atom) if isinstance(atom, AtomCall) else None
+        if mma is not None and getattr(mma, kind):
+            found.append((k, atom))
+    return found
 
 
 def gemm_atom(catalog: TargetCatalog, dtype: str, a_major: str = "K", b_major: str = "N") -> MmaAtom | None:

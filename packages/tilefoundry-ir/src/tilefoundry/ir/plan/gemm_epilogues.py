@@ -25,10 +25,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..target.catalog import TargetCatalog
-from ..target.options import GEMM_FUSION
 from ..tile.expr import Var, loads
 from ..tile.stmt import Alloc, AtomCall, Check, For, Kernel, Program, stmt_exprs, walk_stmts
-from .atoms import mma_atom_named
+from .atoms import fusing_gemms
 from .gemm_groups import gemm_members
 
 
@@ -81,15 +80,7 @@ def fuse_epilogues(
     program: Program, catalog: TargetCatalog, options: Mapping[str, Any] | None = None
 ) -> Program:
     """Name each GEMM atom's element-wise consumer its epilogue, where the atom can apply it."""
-    fusion = GEMM_FUSION.read(options or {})
-    if fusion not in ("auto", "epilogues"):
-        program.notes.append(f"no GEMM epilogues: option gemm_fusion={fusion!r}")
-        return program
-    for g in program.kernels:
-        atom = g.body
-        mma = mma_atom_named(catalog, atom.atom) if isinstance(atom, AtomCall) else None
-        if mma is None or not mma.epilogue:
-            continue
+    for g, atom in fusing_gemms(program, catalog, options, "epilogue"):
         cs = {id(m.c) for m in gemm_members(atom)}
         readers = [k for k in program.kernels if k is not g and any(id(b) in cs for b in k.reads)]
         if len(readers) != 1:

@@ -26,10 +26,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..target.catalog import TargetCatalog
-from ..target.options import GEMM_FUSION
 from ..tile.expr import Var, dim_expr
 from ..tile.stmt import AtomCall, Check, For, Kernel, Program, Store, walk_stmts
-from .atoms import mma_atom_named
+from .atoms import fusing_gemms
 
 
 def prologue_row(k: Kernel) -> For | None:
@@ -68,15 +67,7 @@ def fuse_prologues(
     program: Program, catalog: TargetCatalog, options: Mapping[str, Any] | None = None
 ) -> Program:
     """Name the row kernel writing each GEMM atom's A its prologue, where the atom can apply it."""
-    fusion = GEMM_FUSION.read(options or {})
-    if fusion not in ("auto", "prologues"):
-        program.notes.append(f"no GEMM prologues: option gemm_fusion={fusion!r}")
-        return program
-    for g in program.kernels:
-        atom = g.body
-        mma = mma_atom_named(catalog, atom.atom) if isinstance(atom, AtomCall) else None
-        if mma is None or not mma.prologue:
-            continue
+    for g, atom in fusing_gemms(program, catalog, options, "prologue"):
         a = atom.operands[0]
         if a not in program.temps:
             continue
