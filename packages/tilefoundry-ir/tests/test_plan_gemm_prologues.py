@@ -21,13 +21,14 @@ from toy_targets import toy_gemm_catalog
 
 M = DimVar("M", 1, 65)
 W = ConstTensor[(128, 64), bf16]
+ALL = {"gemm_fusion": "all"}  # the default ("auto") names no prologue
 
 
 def _candidate(fn) -> Program:
     return hoist_shared_values(lower_to_tile(partition_kernels(inline_calls(fn))))
 
 
-def _plan(fn, prologue: bool = True, options: dict | None = None) -> Program:
+def _plan(fn, prologue: bool = True, options: dict | None = ALL) -> Program:
     catalog = toy_gemm_catalog("rcr", shared_a_group=2, epilogue=True, prologue=prologue)
     p = fuse_epilogues(group_gemms(select_atoms(_candidate(fn), catalog, {}), catalog), catalog, options)
     return fuse_prologues(p, catalog, options)
@@ -65,16 +66,23 @@ def test_an_atom_without_prologues_keeps_the_norm_apart() -> None:
 
 
 def test_option_gemm_fusion_keeps_prologues_or_epilogues_or_both_apart() -> None:
-    """gemm_fusion="epilogues" names no prologue, "prologues" no epilogue, "none" neither; the
-    program's notes say which the option turned off."""
-    cases = (("epilogues", False, True), ("prologues", True, False), ("none", False, False))
-    for fusion, prologue, epilogue in cases:
-        p = _plan(gated, options={"gemm_fusion": fusion})
+    """The default ("auto") and "epilogues" name no prologue, "prologues" no epilogue, "none"
+    neither, "all" both; the program's notes say which the option turned off."""
+    cases = (
+        (None, False, True, "epilogues"),
+        ("auto", False, True, "epilogues"),
+        ("all", True, True, ""),
+        ("epilogues", False, True, "epilogues"),
+        ("prologues", True, False, "prologues"),
+        ("none", False, False, "nothing"),
+    )
+    for fusion, prologue, epilogue, fused in cases:
+        p = _plan(gated, options={} if fusion is None else {"gemm_fusion": fusion})
         ((_, a),) = _atoms(p)
         assert (a.prologue is not None, a.epilogue is not None) == (prologue, epilogue), fusion
         off = [kind for kind, on in (("prologues", prologue), ("epilogues", epilogue)) if not on]
         assert [n for n in p.notes if n.startswith("no GEMM")] == [
-            f"no GEMM {kind}: option gemm_fusion={fusion!r}" for kind in reversed(off)
+            f"no GEMM {kind}: option gemm_fusion={fusion or 'auto'!r} fuses {fused}" for kind in reversed(off)
         ]
 
 
@@ -110,6 +118,6 @@ def test_a_kernel_between_that_writes_the_row_s_input_blocks_the_move() -> None:
     norm, gemm = p.kernels
     x = p.params[0]
     p.kernels = (norm, Kernel("kx_fill", "element grid", Seq(()), (), (x,)), gemm)
-    fuse_prologues(p, catalog)
+    fuse_prologues(p, catalog, ALL)
     assert gemm.body.prologue is None  # type: ignore[union-attr]
     assert any("kx_fill runs between them and writes x" in d for d in gemm.decisions), gemm.decisions

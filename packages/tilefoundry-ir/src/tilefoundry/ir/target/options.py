@@ -102,9 +102,10 @@ GEMM = Option(
     "the GEMM atom where proved / always the checked loop / the atom or `PlanError` naming what blocked it",
 )
 GEMM_FUSION = Option(
-    "gemm_fusion", ("auto", "epilogues", "prologues", "none"), "auto",
-    "a GEMM atom applies its element-wise consumer (epilogue) and computes its A from the row kernel "
-    "writing it (prologue) where it can / epilogues only / prologues only / neither",
+    "gemm_fusion", ("auto", "all", "epilogues", "prologues", "none"), "auto",
+    "what a GEMM atom fuses where it can: its element-wise consumer (epilogue), the row kernel writing "
+    "its A (prologue). auto: epilogues (prologues measured slower on the H200) / all: both / "
+    "epilogues only / prologues only / neither",
 )
 PLANNER_OPTIONS = (VECTORIZE, REASSOCIATE, GEMM, GEMM_FUSION)
 
