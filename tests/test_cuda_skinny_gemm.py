@@ -136,9 +136,21 @@ def test_pointwise_consumers_are_gemm_epilogues(built) -> None:
     assert "struct gated_mlp__k4_mul_epilogue {" in source and "struct gated_mlp__k7_add_epilogue {" in source
 
 
+def test_only_the_down_projection_reads_settled_weights(built) -> None:
+    """down's A is the gate/up call's output, so the launch before it is this function's own and
+    writes no weight: its B is settled (its first packs are read before the PDL wait). gate/up
+    reads the entry's x: the launch before it may be the caller's, so its B waits."""
+    entry = _entry(built[1], "gated_mlp")
+    assert entry.count("B settled") == 1
+    assert entry.count("GemmGroup<bf16> g_{{b_down}, {b_t6}, {int64_t(1024LL)}, 1, true};") == 1
+    gate_up = "GemmGroup<bf16> g_{{b_gate, b_up}, {b_t1, b_t3}, {int64_t(768LL), int64_t(768LL)}, 2};"
+    assert entry.count(gate_up) == 1
+
+
 @pytest.mark.gpu
 def test_gemm_epilogues_match_evaluator_on_gpu(built) -> None:
-    """M = 1..8 apply both epilogues inside the skinny launches; 9 and 16 write C and run the kernels."""
+    """M = 1..8 apply both epilogues inside the skinny launches (down's weights read before the PDL
+    wait); 9 and 16 write C and run the kernels."""
     linked, _ = built
     sizes = (1, 2, 3, 5, 8, 9, 16)
     cat.check_compiled(linked, gated_mlp, sizes, device="cuda", tolerance=TOLERANCE, make=_make_mlp)

@@ -7,11 +7,15 @@
 // each launches while the one before runs, its CTAs waiting on the SMs at the PDL wait). Weights
 // are random (Hopper compresses constant data, so memset weights read faster than real ones) and
 // rotate through copies larger than L2.
+// `sweep prefetch` instead times each GEMV behind a latency-bound stretch (a spinning CTA standing
+// in for attention or rope) three ways: as it is, with its weights prefetched into L2 when the
+// stretch starts, and with `settled` B (its CTAs load their first packs before the PDL wait).
 //
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DNDEBUG \
 //        -I cpp/runtime/include -I <cutlass>/include bench/gpu/kernels/skinny_sweep.cu -o /tmp/sweep
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -150,14 +154,106 @@ void sweep(Shape const& s) {
   variant<G, 1, 4>(bench, "R1U4");
   variant<G, 1, 8>(bench, "R1U8");
   variant<G, 2, 4>(bench, "R2U4");
-  variant<G, 2, 2>(bench, "R2U2");
+  variant<G, 2, 8>(bench, "R2U8");
   variant<G, 4, 2>(bench, "R4U2");
+  variant<G, 4, 4>(bench, "R4U4");
   std::printf("  (TB/s)\n");
   for (auto w : bench.weights) cudaFree(w);
   cudaFree(bench.A);
 }
 
-int main() {
+// ---------------------------------------------------------------- L2 prefetch across kernels
+
+/// Prefetches `bytes` of `w` into L2 across the grid (`prefetch.global.L2::evict_last`, a 128-byte
+/// line a thread), then CTA 0 stands in for a latency-bound kernel (attention, rope) for
+/// `spin_ns`; the others exit. (`cp.async.bulk.prefetch.L2` in 64 KB pieces was tried too: the
+/// GEMV behind it took 35-80 us, the prefetch queue holding its loads back.)
+__global__ void prefetch_then_spin(T const* w, size_t bytes, int64_t spin_ns) {
+  pdl_begin();
+  char const* base = reinterpret_cast<char const*>(w);
+  size_t const thread = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  size_t const threads = gridDim.x * size_t(blockDim.x);
+  for (size_t off = thread * 128; off < bytes; off += threads * 128)
+    asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(base + off) : "memory");
+  if (blockIdx.x != 0) return;
+  uint64_t t0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  for (;;) {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (static_cast<int64_t>(t - t0) >= spin_ns) break;
+  }
+}
+
+/// A GEMV after a latency-bound stretch of `spin_ns`: its share of the step in microseconds as
+/// it is, with its weights prefetched into L2 at the stretch's start, and with `settled` B (the
+/// GEMV's CTAs load their head of B before the PDL wait, while the stretch runs).
+template <int G, int R, int U>
+void prefetch_variant(Bench const& bench, int64_t spin_ns) {
+  Shape const& s = bench.s;
+  SkinnyBtRows<T> rows{};
+  int64_t end = 0;
+  int const members = G == 1 ? static_cast<int>(s.n.size()) : G;
+  for (int m = 0; m < members; ++m) rows.end[m] = G == 1 ? (end += s.n[m]) : s.n[0];
+  rows.count = members;
+  int64_t const total = G == 1 ? end : s.n[0];
+  dim3 const grid(static_cast<unsigned>((total + kSkinnyBtWarps * R - 1) / (kSkinnyBtWarps * R)));
+  auto step = [&](bool prefetch, bool settled) {
+    return [&, prefetch, settled](int i, cudaStream_t st) {
+      T* base = bench.weights[i % bench.weights.size()];
+      int64_t off = 0;
+      for (int m = 0; m < members; ++m) {
+        rows.B[m] = base + off;
+        off += (G == 1 ? s.n[m] : s.n[0]) * s.k;
+      }
+      rows.settled = settled;
+      launch_kernel(prefetch_then_spin, dim3(132), dim3(256), 0, st, static_cast<T const*>(base),
+                    prefetch ? bench.bytes : size_t(0), spin_ns);
+      launch_kernel(gemm_skinny_nk<T, 1, G, R, U, Sink>, grid, dim3(kSkinnyBtWarps * 32), 0, st,
+                    static_cast<T const*>(bench.A), rows, int64_t(1), s.k, Sink{}, NoPrologue{});
+    };
+  };
+  float const spin = per_step([&](int, cudaStream_t st) {
+    launch_kernel(prefetch_then_spin, dim3(132), dim3(256), 0, st, static_cast<T const*>(bench.A), size_t(0), spin_ns);
+  });
+  float const cold = per_step(step(false, false)) - spin;
+  float const lines = per_step(step(true, false)) - spin;
+  float const settled = per_step(step(false, true)) - spin;
+  std::printf("  spin %4.1f us: GEMV %5.1f, L2 prefetch %5.1f, settled %5.1f", spin, cold, lines, settled);
+}
+
+template <int G, int R, int U>
+void prefetch_sweep(Shape const& s) {
+  Bench bench{s, {}, nullptr, 0, 0.0f};
+  size_t elems = 0;
+  for (int m = 0; m < (G == 1 ? static_cast<int>(s.n.size()) : G); ++m) elems += (G == 1 ? s.n[m] : s.n[0]) * s.k;
+  bench.bytes = elems * sizeof(T);
+  int const copies = static_cast<int>((400ull << 20) / bench.bytes) + 2;
+  for (int c = 0; c < copies; ++c) {
+    T* w;
+    cudaMalloc(&w, bench.bytes);
+    fill_random<<<1024, 256>>>(w, elems, reinterpret_cast<uintptr_t>(w));
+    bench.weights.push_back(w);
+  }
+  cudaMalloc(&bench.A, s.k * sizeof(T));
+  fill_random<<<16, 256>>>(bench.A, s.k, 7);
+  std::printf("%-8s %6.1f MB R%dU%d:", s.name, bench.bytes / 1e6, R, U);
+  for (int64_t ns : {1000, 3000, 6000, 10000}) prefetch_variant<G, R, U>(bench, ns);
+  std::printf("\n");
+  for (auto w : bench.weights) cudaFree(w);
+  cudaFree(bench.A);
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "prefetch") {
+    prefetch_sweep<1, 2, 4>({"qkv", 1, {2048, 1024, 1024}, 2048});
+    prefetch_sweep<1, 2, 4>({"o_proj", 1, {2048}, 2048});
+    prefetch_sweep<2, 2, 4>({"gate_up", 2, {6144}, 2048});
+    prefetch_sweep<1, 1, 4>({"down", 1, {2048}, 6144});
+    prefetch_sweep<1, 4, 2>({"lm_head", 1, {151936}, 2048});
+    std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
+    return 0;
+  }
   sweep<1>({"qkv", 1, {2048, 1024, 1024}, 2048});
   sweep<1>({"o_proj", 1, {2048}, 2048});
   sweep<2>({"gate_up", 2, {6144}, 2048});

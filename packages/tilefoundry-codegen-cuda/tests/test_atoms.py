@@ -168,3 +168,38 @@ def test_an_atom_whose_layout_is_not_the_regions_is_refused(sched) -> None:
         r"region: the region's operands are rcr \(A K-major, B K-major\), not the atom's",
     ):
         atoms.emit_device(p, r)
+
+
+@func
+def normed_linear(x: Tensor[(T, 64), bf16], g: ConstTensor[(64,), bf16], w: ConstTensor[(128, 64), bf16]):
+    return tf.rms_norm(x, g, eps=1e-6) @ tf.transpose(w, (1, 0))
+
+
+@func
+def scaled_weight(x: Tensor[(T, 64), bf16], g: ConstTensor[(64,), bf16], w: ConstTensor[(128, 64), bf16]):
+    return tf.rms_norm(x, g, eps=1e-6) @ tf.transpose(w * 2.0, (1, 0))
+
+
+def test_a_weight_after_the_program_s_own_kernel_is_settled(cuda_source) -> None:
+    """A written by the norm before it, w an entry parameter nothing writes: the launch before the
+    GEMM is the program's own and writes no B, so the call marks B settled (read before the PDL wait)."""
+    source = cuda_source(normed_linear)
+    call = "gemm<GemmLayout::rcr>(b_t0, b_w, b_out0, int64_t(1LL), d_T, int64_t(128LL), int64_t(64LL), "
+    assert call + "ws_.ptr, stream_, true)" in source
+    assert "// B settled (weights no kernel here writes; A written here): read before the PDL wait" in source
+
+
+@pytest.mark.parametrize(
+    ("fn", "options", "why"),
+    [
+        (linear, {}, "A is the entry's x: the launch before the call may be the caller's, writing w"),
+        (scaled_weight, {}, "B is a temporary the program writes"),
+        (normed_linear, {"gemm_fusion": "all"}, "a prologue stages A: the norm may not launch"),
+    ],
+)
+def test_b_is_not_settled_where_a_running_kernel_may_write_it(cuda_source, fn, options, why: str) -> None:
+    """Each case keeps every read of B behind the PDL wait."""
+    source = cuda_source(fn, options)
+    assert "e.cuda(gemm" in source
+    assert "B settled" not in source, why
+    assert "stream_, true)" not in source and ", true};" not in source, why

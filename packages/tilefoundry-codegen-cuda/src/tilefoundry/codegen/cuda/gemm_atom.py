@@ -9,6 +9,12 @@ GEMM atom's name ends in its operands' storage (`_rrr`: B (K, N); `_rcr`: B stor
 K-major), which must be the proved region's and is passed to the runtime as `GemmLayout`. A
 group of GEMMs sharing A (`ir.plan.gemm_groups`) is one `gemm_group` call; every member's region
 is re-proved.
+
+B is "settled" (`GemmGroup::b_settled`, gemm's last argument) when every B is an entry parameter
+no kernel of the program writes and A is a temporary some kernel of the program writes, with no
+prologue staging it: the launch before the call is then the program's own and writes no B, so
+the skinny tier may read B's first packs before the programmatic-launch wait, while the kernel
+before it (attention, a norm) still runs.
 """
 
 from __future__ import annotations
@@ -135,13 +141,28 @@ def _prologue_args(program: Program, r: Realization) -> tuple[list[str], str]:
     return [f"  {construct(program, atom, code)}"], f", pro_, {staged_flag(atom.prologue)}"
 
 
-def _group_init(atom: AtomCall, cx: CExpr) -> str:
+def b_settled(program: Program, atom: AtomCall) -> bool:
+    """Whether no kernel that may still run when the call starts writes any of its B (module doc)."""
+    if atom.prologue is not None or atom.operands[0] not in program.temps:
+        return False
+    written = {id(b) for k in program.kernels for b in k.writes}
+    return all(m.b in program.params and id(m.b) not in written for m in gemm_members(atom))
+
+
+def _settled_note(program: Program, atom: AtomCall) -> list[str]:
+    if not b_settled(program, atom):
+        return []
+    return ["  // B settled (weights no kernel here writes; A written here): read before the PDL wait"]
+
+
+def _group_init(program: Program, atom: AtomCall, cx: CExpr) -> str:
     members = gemm_members(atom)
     bs = ", ".join(cname(m.b) for m in members)
     cs = ", ".join(cname(m.c) for m in members)
     ns = ", ".join(cx(m.n) for m in members)
     t = ctype(atom.operands[0].dtype)
-    return f"const GemmGroup<{t}> g_{{{{{bs}}}, {{{cs}}}, {{{ns}}}, {len(members)}}};"
+    settled = ", true" if b_settled(program, atom) else ""
+    return f"const GemmGroup<{t}> g_{{{{{bs}}}, {{{cs}}}, {{{ns}}}, {len(members)}{settled}}};"
 
 
 def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
@@ -164,7 +185,8 @@ def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
         return [
             f"bool {epilogue_flag(ep)} = false;",
             f"{{  // {atom.atom} x{count}, then epilogue {ep.name} where the tier can apply it",
-            f"  {_group_init(atom, cx)}",
+            *_settled_note(program, atom),
+            f"  {_group_init(program, atom, cx)}",
             f"  const {functor_name(program, ep, 'epilogue')} epi_{{{args}}};",
             *pro,
             *ws,
@@ -175,7 +197,8 @@ def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     if "group" in atom.params or pro:
         return [
             f"{{  // {atom.atom} x{len(gemm_members(atom))} sharing A: C_s = A . B_s, {t}, f32 accumulation",
-            f"  {_group_init(atom, cx)}",
+            *_settled_note(program, atom),
+            f"  {_group_init(program, atom, cx)}",
             *pro,
             *ws,
             f"  e.cuda(gemm_group<{layout}>({cname(a)}, g_, {dims}, ws_.ptr, stream_{pro_args}), {what});",
@@ -188,11 +211,13 @@ def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
             batch = mul(batch, x)
     ptrs = f"{cname(a)}, {cname(b)}, {cname(c)}"
     dims = f"{cx(batch)}, {cx(atom.params['m'])}, {cx(atom.params['n'])}, {cx(atom.params['k'])}"
+    settled = ", true" if b_settled(program, atom) else ""
     return [
         f"{{  // {atom.atom}: C = A . B, {t} operands, f32 accumulation",
+        *_settled_note(program, atom),
         f"  const size_t ws_bytes_ = gemm_workspace_bytes<{layout}>({ptrs}, {dims});",
         "  DeviceScratch<unsigned char> ws_(e, static_cast<int64_t>(ws_bytes_), stream_);",
-        f"  e.cuda(gemm<{layout}>({ptrs}, {dims}, ws_.ptr, stream_), {what});",
+        f"  e.cuda(gemm<{layout}>({ptrs}, {dims}, ws_.ptr, stream_{settled}), {what});",
         "}",
     ]
 

@@ -15,6 +15,10 @@
 //   size_t ws = gemm_workspace_bytes<GemmLayout::rcr>(A, B, C, batch, M, N, K);  // same tier as gemm()
 //   cudaError_t err = gemm<GemmLayout::rcr>(A, B, C, batch, M, N, K, workspace, stream);
 // The layout defaults to rrr. K == 0 writes zeros; M, N or batch 0 launches nothing.
+// `settled` (gemm's last argument, GemmGroup::b_settled): the caller vouches that no kernel that
+// may still be running when the call starts writes B (a weight, and the launch before this one is
+// the caller's own, which writes none); the skinny (N, K) tier then reads its first packs of B
+// before the programmatic-launch wait, overlapping the kernel before it.
 //
 // A group of GEMMs sharing A (C_s = A · B_s, same M and K; the q, k, v projections):
 //   GemmGroup<bf16> g{{Bq, Bk, Bv}, {Cq, Ck, Cv}, {Nq, Nk, Nv}, 3};
@@ -100,7 +104,7 @@ inline size_t gemm_workspace_bytes(T const* A, T const* B, T* C, int64_t batch, 
 
 template <GemmLayout L = GemmLayout::rrr, class T>
 inline cudaError_t gemm(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K, void* workspace,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, bool settled = false) {
   constexpr bool kBKMajor = L == GemmLayout::rcr;
   switch (gemm_tier<L>(A, B, C, batch, M, N, K)) {
     case GemmTier::none: return cudaSuccess;
@@ -112,7 +116,7 @@ inline cudaError_t gemm(T const* A, T const* B, T* C, int64_t batch, int64_t M, 
 #endif
     case GemmTier::skinny:
       if constexpr (is_half_v<T> && kBKMajor) {
-        return detail::gemm_skinny_bt(A, B, C, batch, M, N, K, stream);
+        return detail::gemm_skinny_bt(A, B, C, batch, M, N, K, stream, settled);
       } else if constexpr (is_half_v<T>) {
         return detail::gemm_skinny(A, B, C, batch, M, N, K, static_cast<float*>(workspace), stream);
       }
@@ -132,6 +136,7 @@ struct GemmGroup {
   T* C[detail::kSkinnyBtMembers];
   int64_t N[detail::kSkinnyBtMembers];
   int count;
+  bool b_settled = false;  ///< no kernel that may still run when the call starts writes any B
 };
 
 namespace detail {
@@ -187,12 +192,13 @@ inline cudaError_t gemm_group(T const* A, GemmGroup<T> const& g, int64_t M, int6
         rows.end[s] = end += g.N[s];
       }
       rows.count = g.count;
+      rows.settled = g.b_settled;
       if (staged) return detail::gemm_skinny_bt_rows(A, rows, M, K, stream, pro);
       return detail::gemm_skinny_bt_rows(A, rows, M, K, stream);
     }
   }
   for (int s = 0; s < g.count; ++s) {
-    cudaError_t const err = gemm<L>(A, g.B[s], g.C[s], 1, M, g.N[s], K, workspace, stream);
+    cudaError_t const err = gemm<L>(A, g.B[s], g.C[s], 1, M, g.N[s], K, workspace, stream, g.b_settled);
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
@@ -215,6 +221,7 @@ inline cudaError_t gemm_epilogue(T const* A, GemmGroup<T> const& g, int64_t M, i
       for (int s = 0; s < G; ++s) rows.B[s] = g.B[s];
       rows.end[0] = g.N[0];
       rows.count = G;
+      rows.settled = g.b_settled;
       *applied = true;
       if (staged) return detail::gemm_skinny_bt_epilogue<T, G>(A, rows, M, K, epi, stream, pro);
       return detail::gemm_skinny_bt_epilogue<T, G>(A, rows, M, K, epi, stream);

@@ -20,6 +20,12 @@
 //   With a prologue (`Pro`, a row kernel whose output is A: the RMS norm before a projection),
 //   each CTA first computes A's M rows into shared memory, a warp per row, and reads A there;
 //   the row kernel is not launched and A is never written.
+//   Each warp's first packs of B (the head: up to 16 per lane) go to registers before anything
+//   else. When the caller vouches that no kernel still running writes any B (`settled`: weights,
+//   and the launch before this one is the caller's own, which writes none), the head is loaded
+//   BEFORE the PDL wait, so a GEMV launched behind a latency-bound kernel (attention, a norm)
+//   streams its weights while that kernel runs: on the H200, o_proj after a 3 us stretch took 1.5
+//   us instead of 4.4 (bench/gpu/kernels/skinny_sweep.cu prefetch).
 #pragma once
 
 #include <cstdint>
@@ -44,13 +50,15 @@ inline constexpr int kSkinnyBtMembers = 4;  // GEMMs sharing A one B (N, K) laun
 inline constexpr int64_t kSkinnyBtLongRows = 32768;  // rows past which a warp takes 4
 inline constexpr int64_t kSkinnyBtLongK = 4096;      // K from which a warp takes 1
 inline constexpr size_t kSkinnyStagedBytes = 48 * 1024;  // A rows a prologue stages per CTA, at most
+inline constexpr int kSkinnyHeadPacks = 16;               // 16-byte packs of B a lane holds in its head
 
-/// 16 bytes of B: read once, so bypass L1 (`ld.global.nc.L1::no_allocate`).
+/// 16 bytes of B: read once, so bypass L1 (`ld.global.nc.L1::no_allocate`). Volatile: a load
+/// placed before the PDL wait stays there.
 template <class T>
 __device__ inline void load_stream(T const* __restrict__ src, T (&out)[8]) {
   static_assert(sizeof(T) == 2, "load_stream: 16-bit elements");
   uint4 w;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
       : "l"(src));
   T const* v = reinterpret_cast<T const*>(&w);
@@ -174,6 +182,7 @@ struct SkinnyBtRows {
   T* C[kSkinnyBtMembers];
   int64_t end[kSkinnyBtMembers];
   int count;
+  bool settled;  ///< no kernel that may still run when this launch starts writes any B
 };
 
 /// Stores each result to its member's C (the plain GEMM).
@@ -199,16 +208,44 @@ struct SkinnyElementwise {
 /// butterfly adds the lanes, and lane 0 hands the results (rounded to T, as C would hold them) to
 /// `out(member, m, n, N, c)`. With a prologue, `pro(m, row)` writes A's row m (the lanes of one
 /// warp together) into the CTA's shared memory first (M x K elements, dynamic), and A is not read.
+/// The head of a warp's rows: packs p < P of each, at k = p · 256 + lane · 8 (those below K).
+template <class T, int G, int R, int P>
+__device__ inline void skinny_load_head(T const* const (&B)[G], int64_t K, int lane, T (&head)[G][R][P][8]) {
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    int64_t const k = p * 256 + lane * 8;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (k < K) load_stream(B[g] + r * K + k, head[g][r][p]);
+      }
+    }
+  }
+}
+
 template <class T, int MT, int G, int R, int U, class Out, class Pro = NoPrologue>
 __global__ void __launch_bounds__(kSkinnyBtWarps * 32)
 gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t K, Out out, Pro pro) {
-  pdl_begin();
+  constexpr int P = kSkinnyHeadPacks / (G * R);  // head packs per lane per row
+  constexpr int64_t kStride = 32 * 8;            // elements of K one pass of the warp covers
   int const lane = threadIdx.x % 32;
   int64_t const r0 = (static_cast<int64_t>(blockIdx.x) * kSkinnyBtWarps + threadIdx.x / 32) * R;
   int s = 0;
   if constexpr (G == 1) {
     while (s + 1 < rows.count && r0 >= rows.end[s]) ++s;
   }
+  bool const active = r0 < (G == 1 ? rows.end[rows.count - 1] : rows.end[0]);
+  int64_t const begin = s == 0 ? 0 : rows.end[s - 1];
+  int64_t const N = rows.end[s] - begin;
+  int64_t const n0 = r0 - begin;
+  T const* B[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) B[g] = rows.B[G == 1 ? s : g] + n0 * K;
+  T head[G][R][P][8];
+  if (!rows.settled) pdl_wait();  // B may be the output of a kernel still running
+  if (active) skinny_load_head(B, K, lane, head);
+  pdl_begin();
   if constexpr (!std::is_same_v<Pro, NoPrologue>) {
     extern __shared__ __align__(16) unsigned char skinny_staged_[];
     T* const staged = reinterpret_cast<T*>(skinny_staged_);
@@ -216,16 +253,28 @@ gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t
     __syncthreads();  // every row is staged before any warp reads it (and before idle warps leave)
     A = staged;
   }
-  if (r0 >= (G == 1 ? rows.end[rows.count - 1] : rows.end[0])) return;
-  int64_t const begin = s == 0 ? 0 : rows.end[s - 1];
-  int64_t const N = rows.end[s] - begin;
-  int64_t const n0 = r0 - begin;
-  T const* B[G];
-#pragma unroll
-  for (int g = 0; g < G; ++g) B[g] = rows.B[G == 1 ? s : g] + n0 * K;
+  if (!active) return;
   float acc[G][R][MT] = {};
-  constexpr int64_t kStride = 32 * 8;  // elements of K one pass of the warp covers
-  int64_t k = lane * 8;
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    int64_t const k = p * kStride + lane * 8;
+    if (k >= K) break;
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (m >= M) break;
+      T a[8];
+      load_pack<8>(A + m * K + k, a);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+          for (int c = 0; c < 8; ++c) acc[g][r][m] = acc[g][r][m] + cast<float>(a[c]) * cast<float>(head[g][r][p][c]);
+        }
+      }
+    }
+  }
+  int64_t k = P * kStride + lane * 8;  // the rest of K, in the same order
   for (; k + (U - 1) * kStride < K; k += U * kStride) {
     T b[G][R][U][8];
 #pragma unroll
@@ -470,13 +519,15 @@ inline cudaError_t gemm_skinny_bt_rows(T const* A, SkinnyBtRows<T> const& rows, 
   return gemm_skinny_bt_launch<T, 1>(A, rows, M, K, SkinnyStore<T>{rows}, stream, pro);
 }
 
-/// C = A · Bᵀ with B (N, K) row-major, M <= 8, K a multiple of 8, 16-byte aligned A and B.
+/// C = A · Bᵀ with B (N, K) row-major, M <= 8, K a multiple of 8, 16-byte aligned A and B;
+/// `settled`: no kernel that may still run when this call's launches start writes B.
 template <class T>
 inline cudaError_t gemm_skinny_bt(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
-                                  cudaStream_t stream) {
+                                  cudaStream_t stream, bool settled = false) {
   SkinnyBtRows<T> rows{};
   rows.count = 1;
   rows.end[0] = N;
+  rows.settled = settled;
   for (int64_t b = 0; b < batch; ++b) {
     rows.B[0] = B + b * N * K;
     rows.C[0] = C + b * M * N;

@@ -10,7 +10,8 @@
 //   e.cuda(launch_kernel(k, grid, block, smem, stream_, args...), "launching kernel k");
 //
 // Only kernels that open with `pdl_begin()` may be launched through `launch_kernel`: one
-// without the wait would race its predecessor. PDL is used only on sm_90+ devices running code
+// without the wait would race its predecessor. The one exception is reading memory no kernel
+// that may still run writes (the skinny GEMM's weights when the caller vouches for them) before it. PDL is used only on sm_90+ devices running code
 // of this module built for sm_90+ (an sm_80 build has the wait compiled out), and not when
 // TILEFOUNDRY_CUDA_PDL=0 (for profiling); otherwise `launch_kernel` is a plain stream-ordered
 // launch. CUDA-graph capture records the programmatic edges (CUDA 12.3+), so replayed steps
@@ -25,11 +26,19 @@
 
 namespace tilefoundry::atoms {
 
-/// First statement of a PDL-launched kernel: wait for the grids it depends on, then allow the
-/// next kernel in the stream to start launching (it waits in turn before reading anything).
-__device__ inline void pdl_begin() {
+/// Wait for the grids this kernel depends on to complete and flush their memory (again: a no-op).
+__device__ inline void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/// First statement of a PDL-launched kernel: wait for the grids it depends on, then allow the
+/// next kernel in the stream to start launching (it waits in turn before reading anything).
+/// Only reads of memory no kernel that may still run writes (a weight) may come before it.
+__device__ inline void pdl_begin() {
+  pdl_wait();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
