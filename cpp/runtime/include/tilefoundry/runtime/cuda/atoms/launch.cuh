@@ -33,14 +33,18 @@ __device__ inline void pdl_wait() {
 #endif
 }
 
-/// First statement of a PDL-launched kernel: wait for the grids it depends on, then allow the
-/// next kernel in the stream to start launching (it waits in turn before reading anything).
-/// Only reads of memory no kernel that may still run writes (a weight) may come before it.
+/// First statement of a PDL-launched kernel: allow the next kernel in the stream to start
+/// launching, then wait for the grids this one depends on. The next kernel's CTAs may so become
+/// resident while this one still waits (a GEMV loading its settled weights behind a norm that
+/// waits on the index checks); it waits in turn, and this one completes only after its own wait,
+/// so each kernel still sees every earlier one complete. The trigger fires only once every CTA
+/// of this grid has issued it, so waiting CTAs of later kernels never keep this grid's CTAs off
+/// the SMs. Only reads of memory no kernel that may still run writes (a weight) may come before it.
 __device__ inline void pdl_begin() {
-  pdl_wait();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+  pdl_wait();
 }
 
 /// Launch `kernel` (which opens with pdl_begin()) on `stream`, overlapping its predecessor where PDL works.
