@@ -145,8 +145,9 @@ def b_settled(program: Program, atom: AtomCall) -> bool:
     """Whether no kernel that may still run when the call starts writes any of its B (module doc)."""
     if atom.prologue is not None or atom.operands[0] not in program.temps:
         return False
-    written = {id(b) for k in program.kernels for b in k.writes}
-    return all(m.b in program.params and id(m.b) not in written for m in gemm_members(atom))
+    bs = [m.b for m in gemm_members(atom)]
+    written = any(b in k.writes for k in program.kernels for b in bs)
+    return not written and all(b in program.params for b in bs)
 
 
 def _settled_note(program: Program, atom: AtomCall) -> list[str]:
