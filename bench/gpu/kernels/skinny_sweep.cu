@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -97,69 +98,87 @@ float per_step(std::function<void(int, cudaStream_t)> const& step) {
   return ms * 1000.0f / (10 * kSteps);
 }
 
+/// One projection's weights (copies that rotate past L2) and its A row, on the device.
 struct Bench {
   Shape s;
   std::vector<T*> weights;
-  T* A;
-  size_t bytes;
-  float norm_us;
+  T* A = nullptr;
+  size_t bytes = 0;
+
+  explicit Bench(Shape shape) : s(std::move(shape)) {
+    size_t elems = 0;
+    for (int m = 0; m < members(); ++m) elems += rows(m) * s.k;
+    bytes = elems * sizeof(T);
+    int const copies = static_cast<int>((400ull << 20) / bytes) + 2;
+    for (int c = 0; c < copies; ++c) {
+      T* w;
+      cudaMalloc(&w, bytes);
+      fill_random<<<1024, 256>>>(w, elems, reinterpret_cast<uintptr_t>(w));
+      weights.push_back(w);
+    }
+    cudaMalloc(&A, s.k * sizeof(T));
+    fill_random<<<16, 256>>>(A, s.k, 7);
+  }
+  ~Bench() {
+    for (auto w : weights) cudaFree(w);
+    cudaFree(A);
+  }
+  int members() const { return s.G == 1 ? static_cast<int>(s.n.size()) : s.G; }
+  int64_t rows(int m) const { return s.G == 1 ? s.n[m] : s.n[0]; }
+};
+
+/// The GEMV of `bench` with launch shape R x U: `launch(i, ...)` runs it on weight copy i.
+template <int G, int R, int U>
+struct Gemv {
+  Bench const& bench;
+  SkinnyBtRows<T> rows{};
+  dim3 grid;
+
+  explicit Gemv(Bench const& b) : bench(b) {
+    int64_t end = 0;
+    for (int m = 0; m < b.members(); ++m) rows.end[m] = G == 1 ? (end += b.rows(m)) : b.rows(0);
+    rows.count = b.members();
+    int64_t const total = G == 1 ? end : b.rows(0);
+    grid = dim3(static_cast<unsigned>((total + kSkinnyBtWarps * R - 1) / (kSkinnyBtWarps * R)));
+  }
+  T* weights(int i) const { return bench.weights[i % bench.weights.size()]; }
+  void launch(int i, cudaStream_t st, bool settled = false) {
+    int64_t off = 0;
+    for (int m = 0; m < bench.members(); ++m) {
+      rows.B[m] = weights(i) + off;
+      off += bench.rows(m) * bench.s.k;
+    }
+    rows.settled = settled;
+    launch_kernel(gemm_skinny_nk<T, 1, G, R, U, Sink>, grid, dim3(kSkinnyBtWarps * 32), 0, st,
+                  static_cast<T const*>(bench.A), rows, int64_t(1), bench.s.k, Sink{}, NoPrologue{});
+  }
 };
 
 template <int G, int R, int U>
-void variant(Bench const& bench, char const* label) {
-  Shape const& s = bench.s;
-  SkinnyBtRows<T> rows{};
-  int64_t end = 0;
-  int const members = G == 1 ? static_cast<int>(s.n.size()) : G;
-  for (int m = 0; m < members; ++m) rows.end[m] = G == 1 ? (end += s.n[m]) : s.n[0];
-  rows.count = members;
-  int64_t const total = G == 1 ? end : s.n[0];
-  int64_t const per_cta = kSkinnyBtWarps * R;
-  dim3 const grid(static_cast<unsigned>((total + per_cta - 1) / per_cta));
-  auto gemv = [&](int i, cudaStream_t st) {
-    T* base = bench.weights[i % bench.weights.size()];
-    int64_t off = 0;
-    for (int m = 0; m < members; ++m) {
-      rows.B[m] = base + off;
-      off += (G == 1 ? s.n[m] : s.n[0]) * s.k;
-    }
-    launch_kernel(gemm_skinny_nk<T, 1, G, R, U, Sink>, grid, dim3(kSkinnyBtWarps * 32), 0, st,
-                  static_cast<T const*>(bench.A), rows, int64_t(1), s.k, Sink{}, NoPrologue{});
-  };
+void variant(Bench const& bench, float norm_us, char const* label) {
+  Gemv<G, R, U> gemv(bench);
   float const us = per_step([&](int i, cudaStream_t st) {
-    launch_kernel(norm_row, dim3(1), dim3(256), 0, st, bench.A, s.k);
-    gemv(i, st);
-  }) - bench.norm_us;
-  float const alone = per_step(gemv);
+    launch_kernel(norm_row, dim3(1), dim3(256), 0, st, bench.A, bench.s.k);
+    gemv.launch(i, st);
+  }) - norm_us;
+  float const alone = per_step([&](int i, cudaStream_t st) { gemv.launch(i, st); });
   std::printf("  %s %5.1f us %4.2f (alone %5.1f)", label, us, bench.bytes / (us * 1e6), alone);
 }
 
 template <int G>
 void sweep(Shape const& s) {
-  Bench bench{s, {}, nullptr, 0, 0.0f};
-  size_t elems = 0;
-  for (int m = 0; m < (G == 1 ? static_cast<int>(s.n.size()) : G); ++m) elems += (G == 1 ? s.n[m] : s.n[0]) * s.k;
-  bench.bytes = elems * sizeof(T);
-  int const copies = static_cast<int>((400ull << 20) / bench.bytes) + 2;
-  for (int c = 0; c < copies; ++c) {
-    T* w;
-    cudaMalloc(&w, bench.bytes);
-    fill_random<<<1024, 256>>>(w, elems, reinterpret_cast<uintptr_t>(w));
-    bench.weights.push_back(w);
-  }
-  cudaMalloc(&bench.A, s.k * sizeof(T));
-  fill_random<<<16, 256>>>(bench.A, s.k, 7);
-  bench.norm_us = per_step([&](int, cudaStream_t st) { launch_kernel(norm_row, dim3(1), dim3(256), 0, st, bench.A, s.k); });
-  std::printf("%-8s %6.1f MB (norm alone %.1f us):", s.name, bench.bytes / 1e6, bench.norm_us);
-  variant<G, 1, 4>(bench, "R1U4");
-  variant<G, 1, 8>(bench, "R1U8");
-  variant<G, 2, 4>(bench, "R2U4");
-  variant<G, 2, 8>(bench, "R2U8");
-  variant<G, 4, 2>(bench, "R4U2");
-  variant<G, 4, 4>(bench, "R4U4");
+  Bench const bench(s);
+  float const norm_us = per_step([&](int, cudaStream_t st) {
+    launch_kernel(norm_row, dim3(1), dim3(256), 0, st, bench.A, s.k);
+  });
+  std::printf("%-8s %6.1f MB (norm alone %.1f us):", s.name, bench.bytes / 1e6, norm_us);
+  variant<G, 1, 4>(bench, norm_us, "R1U4");
+  variant<G, 1, 8>(bench, norm_us, "R1U8");
+  variant<G, 2, 4>(bench, norm_us, "R2U4");
+  variant<G, 2, 8>(bench, norm_us, "R2U8");
+  variant<G, 4, 2>(bench, norm_us, "R4U2");
+  variant<G, 4, 4>(bench, norm_us, "R4U4");
   std::printf("  (TB/s)\n");
-  for (auto w : bench.weights) cudaFree(w);
-  cudaFree(bench.A);
 }
 
 // ---------------------------------------------------------------- L2 prefetch across kernels
@@ -190,27 +209,12 @@ __global__ void prefetch_then_spin(T const* w, size_t bytes, int64_t spin_ns) {
 /// GEMV's CTAs load their head of B before the PDL wait, while the stretch runs).
 template <int G, int R, int U>
 void prefetch_variant(Bench const& bench, int64_t spin_ns) {
-  Shape const& s = bench.s;
-  SkinnyBtRows<T> rows{};
-  int64_t end = 0;
-  int const members = G == 1 ? static_cast<int>(s.n.size()) : G;
-  for (int m = 0; m < members; ++m) rows.end[m] = G == 1 ? (end += s.n[m]) : s.n[0];
-  rows.count = members;
-  int64_t const total = G == 1 ? end : s.n[0];
-  dim3 const grid(static_cast<unsigned>((total + kSkinnyBtWarps * R - 1) / (kSkinnyBtWarps * R)));
+  Gemv<G, R, U> gemv(bench);
   auto step = [&](bool prefetch, bool settled) {
     return [&, prefetch, settled](int i, cudaStream_t st) {
-      T* base = bench.weights[i % bench.weights.size()];
-      int64_t off = 0;
-      for (int m = 0; m < members; ++m) {
-        rows.B[m] = base + off;
-        off += (G == 1 ? s.n[m] : s.n[0]) * s.k;
-      }
-      rows.settled = settled;
-      launch_kernel(prefetch_then_spin, dim3(132), dim3(256), 0, st, static_cast<T const*>(base),
+      launch_kernel(prefetch_then_spin, dim3(132), dim3(256), 0, st, static_cast<T const*>(gemv.weights(i)),
                     prefetch ? bench.bytes : size_t(0), spin_ns);
-      launch_kernel(gemm_skinny_nk<T, 1, G, R, U, Sink>, grid, dim3(kSkinnyBtWarps * 32), 0, st,
-                    static_cast<T const*>(bench.A), rows, int64_t(1), s.k, Sink{}, NoPrologue{});
+      gemv.launch(i, st, settled);
     };
   };
   float const spin = per_step([&](int, cudaStream_t st) {
@@ -224,24 +228,10 @@ void prefetch_variant(Bench const& bench, int64_t spin_ns) {
 
 template <int G, int R, int U>
 void prefetch_sweep(Shape const& s) {
-  Bench bench{s, {}, nullptr, 0, 0.0f};
-  size_t elems = 0;
-  for (int m = 0; m < (G == 1 ? static_cast<int>(s.n.size()) : G); ++m) elems += (G == 1 ? s.n[m] : s.n[0]) * s.k;
-  bench.bytes = elems * sizeof(T);
-  int const copies = static_cast<int>((400ull << 20) / bench.bytes) + 2;
-  for (int c = 0; c < copies; ++c) {
-    T* w;
-    cudaMalloc(&w, bench.bytes);
-    fill_random<<<1024, 256>>>(w, elems, reinterpret_cast<uintptr_t>(w));
-    bench.weights.push_back(w);
-  }
-  cudaMalloc(&bench.A, s.k * sizeof(T));
-  fill_random<<<16, 256>>>(bench.A, s.k, 7);
+  Bench const bench(s);
   std::printf("%-8s %6.1f MB R%dU%d:", s.name, bench.bytes / 1e6, R, U);
   for (int64_t ns : {1000, 3000, 6000, 10000}) prefetch_variant<G, R, U>(bench, ns);
   std::printf("\n");
-  for (auto w : bench.weights) cudaFree(w);
-  cudaFree(bench.A);
 }
 
 int main(int argc, char** argv) {
