@@ -121,3 +121,15 @@ def test_a_kernel_between_that_writes_the_row_s_input_blocks_the_move() -> None:
     fuse_prologues(p, catalog, ALL)
     assert gemm.body.prologue is None  # type: ignore[union-attr]
     assert any("kx_fill runs between them and writes x" in d for d in gemm.decisions), gemm.decisions
+
+
+def test_a_program_without_gemms_has_no_fusion_note() -> None:
+    """The note says what the option turned off only where some GEMM could have taken it."""
+
+    @func
+    def scale(x: Tensor[(M, 64), bf16], norm: ConstTensor[(64,), bf16]):
+        return tf.rms_norm(x, norm, eps=1e-6)
+
+    for fusion in ("auto", "epilogues", "none"):
+        p = _plan(scale, options={"gemm_fusion": fusion})
+        assert not [n for n in p.notes if n.startswith("no GEMM")], fusion

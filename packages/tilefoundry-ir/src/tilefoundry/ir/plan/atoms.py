@@ -167,19 +167,20 @@ def fusing_gemms(
 ) -> list[tuple[Kernel, AtomCall]]:
     """The GEMM atom kernels whose catalog atom can take a `kind` ("epilogue", "prologue").
 
-    None when option gemm_fusion turns that kind off; the program's notes then say so.
+    None when option gemm_fusion turns that kind off; the program's notes then say so, if some
+    GEMM could have taken it.
     """
     fusion = GEMM_FUSION.read(options or {})
-    if kind not in _FUSED_KINDS[fusion]:
-        fused = ", ".join(f"{k}s" for k in _FUSED_KINDS[fusion]) or "nothing"
-        program.notes.append(f"no GEMM {kind}s: option gemm_fusion={fusion!r} fuses {fused}")
-        return []
     found = []
     for k in program.kernels:
         atom = k.body
         mma = mma_atom_named(catalog, atom.atom) if isinstance(atom, AtomCall) else None
         if mma is not None and getattr(mma, kind):
             found.append((k, atom))
+    if found and kind not in _FUSED_KINDS[fusion]:
+        fused = ", ".join(f"{k}s" for k in _FUSED_KINDS[fusion]) or "nothing"
+        program.notes.append(f"no GEMM {kind}s: option gemm_fusion={fusion!r} fuses {fused}")
+        return []
     return found
 
 
