@@ -24,8 +24,8 @@
 //   else. When the caller vouches that no kernel still running writes any B (`settled`: weights,
 //   and the launch before this one is the caller's own, which writes none), the head is loaded
 //   BEFORE the PDL wait, so a GEMV launched behind a latency-bound kernel (attention, a norm)
-//   streams its weights while that kernel runs: on the H200, o_proj after a 3 us stretch took 1.5
-//   us instead of 4.4 (bench/gpu/kernels/skinny_sweep.cu prefetch).
+//   streams its weights while that kernel runs: on the H200, o_proj behind a 3.3 us stretch took
+//   2.6 us instead of 4.8 (bench/gpu/kernels/skinny_sweep.cu prefetch).
 #pragma once
 
 #include <cstdint>
@@ -203,11 +203,6 @@ struct SkinnyElementwise {
   __device__ void operator()(int, int64_t m, int64_t n, int64_t, T const (&c)[G]) const { f(m, n, c); }
 };
 
-/// C = A · Bᵀ rows for B (N, K): a warp owns R consecutive output rows of one member (G members
-/// side by side), its lanes stride K in 16-byte packs with U x R x G packs in flight, a shuffle
-/// butterfly adds the lanes, and lane 0 hands the results (rounded to T, as C would hold them) to
-/// `out(member, m, n, N, c)`. With a prologue, `pro(m, row)` writes A's row m (the lanes of one
-/// warp together) into the CTA's shared memory first (M x K elements, dynamic), and A is not read.
 /// The head of a warp's rows: packs p < P of each, at k = p · 256 + lane · 8 (those below K).
 template <class T, int G, int R, int P>
 __device__ inline void skinny_load_head(T const* const (&B)[G], int64_t K, int lane, T (&head)[G][R][P][8]) {
@@ -224,6 +219,11 @@ __device__ inline void skinny_load_head(T const* const (&B)[G], int64_t K, int l
   }
 }
 
+/// C = A · Bᵀ rows for B (N, K): a warp owns R consecutive output rows of one member (G members
+/// side by side), its lanes stride K in 16-byte packs (the head, then U x R x G packs in flight),
+/// a shuffle butterfly adds the lanes, and lane 0 hands the results (rounded to T, as C would hold
+/// them) to `out(member, m, n, N, c)`. With a prologue, `pro(m, row)` writes A's row m (the lanes of one
+/// warp together) into the CTA's shared memory first (M x K elements, dynamic), and A is not read.
 template <class T, int MT, int G, int R, int U, class Out, class Pro = NoPrologue>
 __global__ void __launch_bounds__(kSkinnyBtWarps * 32)
 gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t K, Out out, Pro pro) {
