@@ -38,7 +38,6 @@ from tilefoundry.dsl import DimVar, Tensor, bf16, f16, f32, func, i32, i64, modu
 
 sys.path.insert(0, os.path.dirname(__file__))
 import catalogue_programs as cat
-from decode_layer import decode_attention
 
 Q = DimVar("q", 1, 400)
 K = DimVar("k", 1, 3001)
@@ -442,15 +441,10 @@ def test_bshd_cases_store_through_the_atom_without_a_copy_kernel(bshd) -> None:
     assert "[element grid]: reshape@" not in text and "[element grid]: transpose@" not in text
 
 
-def test_qwen3_attention_program_has_no_reshape_kernel(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_qwen3_attention_program_has_no_reshape_kernel(decode_attention_build) -> None:
     """The Qwen3-shaped layer's attention program: the attention atom writes (tokens, Hq·D) for the
     output projection itself (out_bshd), no reshape kernel is left, and it builds with nvcc."""
-    cat.require_nvcc()
-    monkeypatch.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path))
-    seen: dict[str, str] = {}
-    linked = tilefoundry.compile(decode_attention(), target="cuda", dump=seen.__setitem__)
+    linked, seen = decode_attention_build
     (source,) = (text for stage, text in seen.items() if stage.startswith("generate source"))
     assert "k12_reshape and t10 dropped" in seen["check budget"]
     assert "  kernel k12_reshape  [" not in seen["check budget"] and "k12_reshape(" not in source

@@ -77,9 +77,9 @@ def _attention_build(batched: bool):
 
 
 @pytest.fixture(scope="module")
-def attention_batched():
-    """The decode attention built with its batches (the default)."""
-    return _attention_build(True)
+def attention_batched(decode_attention_build):
+    """The decode attention built with its batches (the default options: the session's build)."""
+    return decode_attention_build[0]
 
 
 def test_batched_sources_build_with_nvcc(linked, attention_batched) -> None:
