@@ -150,20 +150,18 @@ def b_settled(program: Program, atom: AtomCall) -> bool:
     return not written and all(b in program.params for b in bs)
 
 
-def _settled_note(program: Program, atom: AtomCall) -> list[str]:
-    if not b_settled(program, atom):
-        return []
-    return ["  // B settled (weights no kernel here writes; A written here): read before the PDL wait"]
+SETTLED_NOTE = "  // B settled (weights no kernel here writes; A written here): read before the PDL wait"
 
 
-def _group_init(program: Program, atom: AtomCall, cx: CExpr) -> str:
+def _group_init(atom: AtomCall, cx: CExpr, settled: bool) -> list[str]:
     members = gemm_members(atom)
     bs = ", ".join(cname(m.b) for m in members)
     cs = ", ".join(cname(m.c) for m in members)
     ns = ", ".join(cx(m.n) for m in members)
     t = ctype(atom.operands[0].dtype)
-    settled = ", true" if b_settled(program, atom) else ""
-    return f"const GemmGroup<{t}> g_{{{{{bs}}}, {{{cs}}}, {{{ns}}}, {len(members)}{settled}}};"
+    flag = ", true" if settled else ""
+    init = f"  const GemmGroup<{t}> g_{{{{{bs}}}, {{{cs}}}, {{{ns}}}, {len(members)}{flag}}};"
+    return [SETTLED_NOTE, init] if settled else [init]
 
 
 def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
@@ -179,6 +177,7 @@ def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
         "  DeviceScratch<unsigned char> ws_(e, static_cast<int64_t>(ws_bytes_), stream_);",
     ]
     pro, pro_args = _prologue_args(program, r)
+    settled = b_settled(program, atom)
     if atom.epilogue is not None:
         ep = atom.epilogue
         count = len(gemm_members(atom))
@@ -186,8 +185,7 @@ def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
         return [
             f"bool {epilogue_flag(ep)} = false;",
             f"{{  // {atom.atom} x{count}, then epilogue {ep.name} where the tier can apply it",
-            *_settled_note(program, atom),
-            f"  {_group_init(program, atom, cx)}",
+            *_group_init(atom, cx, settled),
             f"  const {functor_name(program, ep, 'epilogue')} epi_{{{args}}};",
             *pro,
             *ws,
@@ -198,8 +196,7 @@ def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     if "group" in atom.params or pro:
         return [
             f"{{  // {atom.atom} x{len(gemm_members(atom))} sharing A: C_s = A . B_s, {t}, f32 accumulation",
-            *_settled_note(program, atom),
-            f"  {_group_init(program, atom, cx)}",
+            *_group_init(atom, cx, settled),
             *pro,
             *ws,
             f"  e.cuda(gemm_group<{layout}>({cname(a)}, g_, {dims}, ws_.ptr, stream_{pro_args}), {what});",
@@ -212,13 +209,12 @@ def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
             batch = mul(batch, x)
     ptrs = f"{cname(a)}, {cname(b)}, {cname(c)}"
     dims = f"{cx(batch)}, {cx(atom.params['m'])}, {cx(atom.params['n'])}, {cx(atom.params['k'])}"
-    settled = ", true" if b_settled(program, atom) else ""
     return [
         f"{{  // {atom.atom}: C = A . B, {t} operands, f32 accumulation",
-        *_settled_note(program, atom),
+        *([SETTLED_NOTE] if settled else []),
         f"  const size_t ws_bytes_ = gemm_workspace_bytes<{layout}>({ptrs}, {dims});",
         "  DeviceScratch<unsigned char> ws_(e, static_cast<int64_t>(ws_bytes_), stream_);",
-        f"  e.cuda(gemm<{layout}>({ptrs}, {dims}, ws_.ptr, stream_{settled}), {what});",
+        f"  e.cuda(gemm<{layout}>({ptrs}, {dims}, ws_.ptr, stream_{', true' if settled else ''}), {what});",
         "}",
     ]
 
