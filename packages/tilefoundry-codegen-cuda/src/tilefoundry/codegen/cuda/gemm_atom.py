@@ -28,7 +28,7 @@ from tilefoundry.ir.tile.expr import Const, Expr, Load, Var, mul, transform
 from tilefoundry.ir.tile.stmt import AtomCall, Kernel, Program, map_exprs
 
 from .atoms import AtomKind, register
-from .gemm_prologue import construct, prologue_code, staged_flag
+from .gemm_prologue import construct, group_init, prologue_code, staged_flag
 from .kernels import dim_names, functor_name, kernel_args, kernel_params
 from .realize import Realization
 from .serial import SerialCode
@@ -154,13 +154,7 @@ SETTLED_NOTE = "  // B settled (weights no kernel here writes; A written here): 
 
 
 def _group_init(atom: AtomCall, cx: CExpr, settled: bool) -> list[str]:
-    members = gemm_members(atom)
-    bs = ", ".join(cname(m.b) for m in members)
-    cs = ", ".join(cname(m.c) for m in members)
-    ns = ", ".join(cx(m.n) for m in members)
-    t = ctype(atom.operands[0].dtype)
-    flag = ", true" if settled else ""
-    init = f"  const GemmGroup<{t}> g_{{{{{bs}}}, {{{cs}}}, {{{ns}}}, {len(members)}{flag}}};"
+    init = f"  {group_init(atom, cx, settled)}"
     return [SETTLED_NOTE, init] if settled else [init]
 
 

@@ -106,6 +106,18 @@ def construct(program: Program, atom: AtomCall, code: PrologueCode) -> str:
     return f"const {functor_name(program, p, 'prologue')} pro_{{{args}, {packed}}};"
 
 
+def group_init(atom: AtomCall, cx: CExpr, settled: bool = False) -> str:
+    """The `g_` GemmGroup of a GEMM atom call (each member's B, C and N) that the call and the
+    prologue gate before it pass the runtime; `settled` per gemm_atom.b_settled."""
+    members = gemm_members(atom)
+    bs = ", ".join(cname(m.b) for m in members)
+    cs = ", ".join(cname(m.c) for m in members)
+    ns = ", ".join(cx(m.n) for m in members)
+    flag = ", true" if settled else ""
+    t = ctype(atom.operands[0].dtype)
+    return f"const GemmGroup<{t}> g_{{{{{bs}}}, {{{cs}}}, {{{ns}}}, {len(members)}{flag}}};"
+
+
 def gate(atom: AtomCall, layout: str, epilogue_members: int, cx: CExpr, code: PrologueCode) -> list[str]:
     """Host lines before the prologue kernel's launch: whether the GEMM atom stages A itself.
 
@@ -118,17 +130,12 @@ def gate(atom: AtomCall, layout: str, epilogue_members: int, cx: CExpr, code: Pr
     flag = staged_flag(p)
     if code.refusal is not None:
         return [f"const bool {flag} = false;  // {code.refusal}"]
-    members = gemm_members(atom)
     a = atom.operands[0]
-    t = ctype(a.dtype)
-    bs = ", ".join(cname(m.b) for m in members)
-    cs = ", ".join(cname(m.c) for m in members)
-    ns = ", ".join(cx(m.n) for m in members)
     dims = f"{cx(atom.params['m'])}, {cx(atom.params['k'])}"
     return [
         f"bool {flag} = false;",
         "{",
-        f"  const GemmGroup<{t}> g_{{{{{bs}}}, {{{cs}}}, {{{ns}}}, {len(members)}}};",
+        f"  {group_init(atom, cx)}",
         f"  {flag} = gemm_stages_prologue<{layout}, {epilogue_members}>({cname(a)}, g_, {dims});",
         "}",
     ]
