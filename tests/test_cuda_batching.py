@@ -63,6 +63,10 @@ def test_decode_attention_launches_q_k_norms_and_rope_cache_update_once_each() -
     assert "// batch attention__k3_k6_batch: k3_rms_norm + k6_rms_norm" in text
     assert "// batch attention__k9_k10_batch: k9_rope + k10_cache_update" in text
     assert "(k9_rope writes t9; k10_cache_update writes out1, out2)" in text
+    # the index checks ride with the first RMS norm, which reads none of the indices they validate
+    assert {"attention__checks_k0_batch_packed", "attention__checks_k0_batch"} <= set(launched)
+    assert "attention__checks" not in launched and "attention__k0_rms_norm" not in launched
+    assert "// batch attention__checks_k0_batch: checks + k0_rms_norm" in text
 
 
 @pytest.fixture(scope="module")

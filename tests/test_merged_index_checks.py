@@ -93,17 +93,18 @@ def test_merged_checks_pass_good_inputs_and_match_the_evaluator_on_cpu() -> None
 
 
 def test_decode_attention_launches_one_check_kernel() -> None:
-    """k9 (positions), k10 (pos, positions, pos) and k11 (kv_len) become one launch with one verdict."""
+    """k9 (positions), k10 (pos, positions, pos) and k11 (kv_len) become one check with one verdict,
+    launched with the RMS norm (which reads none of them) and read before anything that indexes."""
     fn = decode_attention()
     catalog = arch_catalog("sm_90a")
     text = emit_module(fn.name, (schedule_function(fn, catalog, {}),), catalog, {})
-    assert len(re.findall(r"launch_kernel\(attention__\w*check", text)) == 1
+    assert len(re.findall(r"launch_kernel\(attention__\w*check", text)) == 2  # packed and scalar variants
     assert text.count("IndexCheck check_(e, stream_);") == 1
     messages = ", ".join(f'"{m}"' for m in (POSITIONS, POS, KV_LEN))
-    assert f"check_.raise_if_violated({{{messages}}});" in text
     entry = text[text.index("void attention_entry(") :]
-    first = entry.index("launch_kernel(attention__checks,")
-    assert first < entry.index("launch_kernel(attention__k0_rms_norm,")
+    first = entry.index("launch_kernel(attention__checks_k0_batch,")
+    verdict = entry.index(f"check_.raise_if_violated({{{messages}}});")
+    assert first < verdict < entry.index("gemm_group<") < entry.index("launch_kernel(attention__k9_k10_batch")
     for i in (1, 2, 3):
         assert f"report_index(verdict_, {i}, " in text
 

@@ -87,6 +87,9 @@ def test_index_check_runs_before_the_gather_and_raises_after_it(cuda_source) -> 
     verdict = entry.index(f'check_.raise_if_violated({{"{message}"}});')
     assert check < verdict < entry.index("emb__k0_embedding")
     assert "report_index(verdict_, 1, v0);" in text
+    # the gather indexes with ids, so it may not share the check's launch (batching.py)
+    why = "not launched together with checks: it reads ids, which the index check checks validates first"
+    assert why in text
 
 
 def test_temporaries_come_from_the_callers_allocator(sched) -> None:

@@ -28,13 +28,20 @@ every packed member's base addresses are 16-byte aligned, else the scalar one fo
 branch on blockIdx.x, uniform over a CTA, so a rows member's CTA barriers stay whole; their
 static shared memory adds up and must fit the budget.
 
-Not batched: atoms, index checks, placed kernels and any kernel with a Mesh scope (their launch
-is theirs), a GEMM epilogue (launched only when its atom did not apply it); kernels are never
-moved past others to meet. Option `batch_launches=False` launches every kernel alone.
+An index check (the function's merged checks, run first) shares the launch of the kernel after
+it when that kernel reads none of the buffers the check validates: then no member can index with
+a value the check has not yet seen, and the host still reads the verdict (or, in a capture, the
+check traps) before launching anything that does. The check's grid-stride loops take the batch's
+threads, whatever they are; the others must agree on their geometry as above.
+
+Not batched: atoms, placed kernels and any kernel with a Mesh scope (their launch is theirs), a
+GEMM epilogue (launched only when its atom did not apply it); kernels are never moved past others
+to meet. Option `batch_launches=False` launches every kernel alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -69,7 +76,12 @@ class Batch:
 
     @property
     def threads(self) -> int:
-        return self.members[0].threads
+        return _shaped(self.members)[0].threads
+
+    @property
+    def check(self) -> Realization | None:
+        """The index check sharing the launch, if any."""
+        return next((r for r in self.members if r.kind == "check"), None)
 
     @property
     def reads(self) -> tuple[Buffer, ...]:
@@ -107,6 +119,13 @@ def _short(kernel: str) -> str:
     return found.group(0) if found else kernel
 
 
+def _shaped(members: Iterable[Realization]) -> list[Realization]:
+    """The members whose geometry the batch takes: all but an index check (any threads serve it),
+    or the check alone."""
+    members = list(members)
+    return [r for r in members if r.kind != "check"] or members
+
+
 def _geometry(r: Realization) -> str:
     if r.kind == "rows":
         return f"rows of {r.threads} threads, {r.group} lanes per instance"
@@ -116,6 +135,11 @@ def _geometry(r: Realization) -> str:
 def _loner(r: Realization, conditional: set[int]) -> bool:
     """True when `r` keeps a launch of its own whatever its neighbours."""
     return r.kind not in BODIES or bool(r.kernel.request) or id(r.kernel) in conditional
+
+
+def _validated(check: Realization, other: Realization) -> str:
+    """The buffers `other` reads that index check `check` validates, by name ("" if none)."""
+    return ", ".join(b.name for b in other.kernel.reads if b in check.kernel.reads)
 
 
 def _blocker(members: list[Realization], r: Realization, smem_cap: int) -> str | None:
@@ -128,8 +152,17 @@ def _blocker(members: list[Realization], r: Realization, smem_cap: int) -> str |
             if b in m.kernel.writes or b in m.kernel.reads:
                 how = "writes" if b in m.kernel.writes else "reads"
                 return f"it writes {b.name}, which {m.kernel.name} {how}"
-    if (r.kind, r.threads, r.group) != (members[0].kind, members[0].threads, members[0].group):
-        return f"{_geometry(r)}, not {_geometry(members[0])}"
+        if m.kind == "check" and _validated(m, r):
+            return f"it reads {_validated(m, r)}, which the index check {m.kernel.name} validates first"
+        if r.kind == "check" and _validated(r, m):
+            return f"{m.kernel.name} reads {_validated(r, m)}, which it validates first"
+    shaped = _shaped(members)[0]
+    if "check" not in (r.kind, shaped.kind) and (r.kind, r.threads, r.group) != (
+        shaped.kind,
+        shaped.threads,
+        shaped.group,
+    ):
+        return f"{_geometry(r)}, not {_geometry(shaped)}"
     smem = sum(m.smem_bytes for m in members) + r.smem_bytes
     if smem > smem_cap:
         return f"together they need {smem} B of static shared memory, over the {smem_cap} B budget"
@@ -165,15 +198,24 @@ def plan_batches(
 
 
 def _batch(program: Program, run: list[Realization]) -> Batch:
+    threads = _shaped(run)[0].threads
+    run = [dataclasses.replace(r, threads=threads) if r.kind == "check" else r for r in run]
     name = f"{program.name}__{'_'.join(_short(r.kernel.name) for r in run)}_batch"
     kernels = ", ".join(r.kernel.name for r in run)
-    writes = "; ".join(f"{r.kernel.name} writes {', '.join(b.name for b in r.kernel.writes)}" for r in run)
+    writes = "; ".join(
+        f"{r.kernel.name} writes {', '.join(b.name for b in r.kernel.writes) or 'nothing'}" for r in run
+    )
     notes = [
-        f"cuda: one launch for kernels {kernels} ({_geometry(run[0])} each): independent, none reads or "
-        f"writes a buffer another writes ({writes}); the host gives each a range of CTAs sized by its "
-        "own work, where it runs its own grid-stride loop"
+        f"cuda: one launch for kernels {kernels} ({_geometry(_shaped(run)[0])} each): independent, none "
+        f"reads or writes a buffer another writes ({writes}); the host gives each a range of CTAs sized by "
+        "its own work, where it runs its own grid-stride loop"
     ]
     b = Batch(name, tuple(run), notes)
+    if b.check is not None:
+        notes.append(
+            f"cuda: the index check {b.check.kernel.name} runs on {threads} threads here; no other member "
+            "reads what it validates, and the host reads its verdict after the launch"
+        )
     if b.packed_buffers:
         packed = ", ".join(r.kernel.name for r in run if r.packed_buffers)
         notes.append(
@@ -194,6 +236,7 @@ def batch_params(program: Program, b: Batch) -> str:
     params += [f"int64_t d_{d.var.name}" for d in program.dims]
     params += [p for r in b.members for p in in_place_params(r)]
     params += [f"int64_t end{i}_" for i in range(len(b.members) - 1)]
+    params += ["IndexVerdict verdict_"] if b.check is not None else []
     return ", ".join(params)
 
 
@@ -201,7 +244,8 @@ def batch_args(program: Program, b: Batch) -> list[str]:
     """The host's arguments for `batch_params` (the ends are the `end<i>_` the host computed)."""
     args = [cname(x) for x in (*b.reads, *b.writes)] + [f"d_{d.var.name}" for d in program.dims]
     args += [a for r in b.members for a in in_place_args(r)]
-    return args + [f"end{i}_" for i in range(len(b.members) - 1)]
+    args += [f"end{i}_" for i in range(len(b.members) - 1)]
+    return args + (["check_.verdict()"] if b.check is not None else [])
 
 
 def _kernel(program: Program, b: Batch, packed: bool) -> list[str]:

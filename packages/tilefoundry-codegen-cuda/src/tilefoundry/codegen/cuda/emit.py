@@ -96,12 +96,11 @@ def _launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     kname = r.kernel.name
     out = ["{", f"  const int64_t work_ = {cfg.work};", "  if (work_ > 0) {"]
     if r.kind == "check":
-        msgs = ", ".join('"' + m.replace("\\", "\\\\").replace('"', '\\"') + '"' for m in r.messages)
         out += [
             "    IndexCheck check_(e, stream_);",
             f"    {_call(r.name, cfg, args + ', check_.verdict()')}",
             f'    e.launched("{kname}");',
-            f"    check_.raise_if_violated({{{msgs}}});",
+            f"    {_raise(r)}",
         ]
     elif r.packed_buffers:
         vcfg = _derive_launch_config(r, cx, packed=True)
@@ -121,8 +120,15 @@ def _launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     return [*out, "  }", "}"]
 
 
+def _raise(check: Realization) -> str:
+    """The host line reading an index check's verdict, raising the violated check's message."""
+    msgs = ", ".join('"' + m.replace("\\", "\\\\").replace('"', '\\"') + '"' for m in check.messages)
+    return f"check_.raise_if_violated({{{msgs}}});"
+
+
 def _launch_batch(program: Program, b: Batch, cx: CExpr) -> list[str]:
-    """Host lines that launch a batch: each member's CTA range sized by its own work (batching.py)."""
+    """Host lines that launch a batch: each member's CTA range sized by its own work (batching.py);
+    an index check among them has its verdict cleared before and read after."""
     args = ", ".join(batch_args(program, b))
     n = len(b.members)
     cap = MAX_CTAS // n
@@ -130,7 +136,7 @@ def _launch_batch(program: Program, b: Batch, cx: CExpr) -> list[str]:
     def variant(name: str, packed: bool) -> list[str]:
         out = []
         for i, r in enumerate(b.members):
-            cfg = _derive_launch_config(r, cx, packed)
+            cfg = _check_launch_config(r, cx) if r.kind == "check" else _derive_launch_config(r, cx, packed)
             ctas = f"(work{i}_ > 0 ? min_nan<int64_t>(grid_blocks(work{i}_, {cfg.per_block}), {cap}) : 0)"
             start = f"end{i - 1}_ + " if i else ""
             out += [f"const int64_t work{i}_ = {cfg.work};", f"const int64_t end{i}_ = {start}{ctas};"]
@@ -138,12 +144,14 @@ def _launch_batch(program: Program, b: Batch, cx: CExpr) -> list[str]:
         return [*out, f"if (end{n - 1}_ > 0) {{", f"  {call}", f'  e.launched("{b.label}");', "}"]
 
     out = [f"{{  // {b.name}: {b.label} in one launch"]
+    out += ["  IndexCheck check_(e, stream_);"] if b.check is not None else []
     if b.packed_buffers:
         ptrs = ", ".join(cname(x) for x in b.packed_buffers)
         out += [f"  if (aligned16({{{ptrs}}})) {{", *("    " + x for x in variant(f"{b.name}_packed", True))]
         out += ["  } else {", *("    " + x for x in variant(b.name, False)), "  }"]
     else:
         out += ["  " + x for x in variant(b.name, False)]
+    out += [f"  {_raise(b.check)}"] if b.check is not None else []
     return [*out, "}"]
 
 

@@ -188,20 +188,26 @@ class _CheckCode(SerialCode):
         return indent([f"if (!({cx(s.cond)})) {report}"], depth)
 
 
-@emitter("check")
-def _check(program: Program, r: Realization) -> list[str]:
-    """Every nest of the check in one kernel: a grid-stride loop each, rank-0 checks on thread 0."""
+@body("check")
+def check_body(program: Program, r: Realization, packed: bool, ctas: Span) -> list[str]:
+    """Every nest of the check over `ctas`: a grid-stride loop each, rank-0 checks on their first thread."""
     code = _CheckCode(dim_names(program), r.kernel.name, r.messages)
     cx = code.cx()
-    out = [*_head(r, program, ("IndexVerdict verdict_",))]
-    out += [f"  // check {i}: {m}".rstrip() for i, m in enumerate(r.messages, 1)]
+    out = [f"  // check {i}: {m}".rstrip() for i, m in enumerate(r.messages, 1)]
     for chain, body in r.nests:
         if not chain:
-            out += ["  if (blockIdx.x == 0 && threadIdx.x == 0) {", *code.stmt(body, 2, {}), "  }"]
+            out += [f"  if ({ctas.index} == 0 && threadIdx.x == 0) {{", *code.stmt(body, 2, {}), "  }"]
             continue
-        loop = _grid_loop(r, cx, [c.extent for c in chain], [c.var for c in chain])
+        loop = _grid_loop(r, cx, [c.extent for c in chain], [c.var for c in chain], ctas)
         out += ["  {", *indent(loop, 1), *code.stmt(body, 3, {}), "    }", "  }"]
-    return [*out, "}", ""]
+    return out
+
+
+@emitter("check")
+def _check(program: Program, r: Realization) -> list[str]:
+    """Every nest of the check in one kernel of its own."""
+    head = _head(r, program, ("IndexVerdict verdict_",))
+    return [*head, *check_body(program, r, False, WHOLE_GRID), "}", ""]
 
 
 @body("rows")
