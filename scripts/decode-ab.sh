@@ -67,7 +67,8 @@ read -r -a sides < side_names.txt
 eval "last_args=($(cat last_args.txt))"
 last=${sides[-1]}
 export CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")} PYTHONUNBUFFERED=1
-for s in "${sides[@]}"; do
+for s in "${sides[@]}"; do  # a warm machine keeps the last call's sites and caches: start clean
+  rm -rf "/tmp/ab-site-$s" "/tmp/ab-cache-$s"
   python3 -m pip install -q --no-index --no-deps --no-compile --target "/tmp/ab-site-$s" deps/*.whl "$s"/.whl/*.whl \
     || exit 1
 done
