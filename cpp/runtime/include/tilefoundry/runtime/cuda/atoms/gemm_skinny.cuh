@@ -48,7 +48,6 @@ inline constexpr int kSkinnyUnroll = 4;     // 16-byte packs of B in flight per 
 inline constexpr int kSkinnyBtWarps = 4;
 inline constexpr int kSkinnyBtMembers = 4;  // GEMMs sharing A one B (N, K) launch may run
 inline constexpr int64_t kSkinnyBtLongRows = 32768;  // rows past which a warp takes 4
-inline constexpr int64_t kSkinnyBtLongK = 4096;      // K from which a warp takes 1
 inline constexpr size_t kSkinnyStagedBytes = 48 * 1024;  // A rows a prologue stages per CTA, at most
 inline constexpr int kSkinnyHeadPacks = 16;               // 16-byte packs of B a lane holds in its head
 
@@ -490,13 +489,15 @@ inline cudaError_t launch_skinny_nk(T const* A, SkinnyBtRows<T> const& rows, int
 }
 
 /// The launch shape, from a sweep on the H200 in a decode-like chain (bench/gpu/kernels/skinny_sweep.cu):
-/// 4 rows per warp with 2 packs in flight for a long B (the LM head), 1 x 4 for a long K, else 2 x 4.
+/// 4 rows per warp with 2 packs in flight for a long B (the LM head), else 2 x 4 (also for a long K:
+/// Qwen3-1.7B's down projection, K = 6144, took 9.5-10.1 us at 2 x 4 against 11.0-11.9 at 1 x 4 in
+/// three of the four sweeps of 2026-11-29/30).
 /// Splitting K over a CTA's warps and prefetching B into L2 before the PDL wait did not pay there.
 template <class T, int MT, int G, class Out, class Pro>
 inline cudaError_t skinny_nk_rows(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
                                   Pro const& pro, cudaStream_t stream) {
   int64_t const total = G == 1 ? rows.end[rows.count - 1] : rows.end[0];
-  int const most = total >= kSkinnyBtLongRows ? 4 : (K >= kSkinnyBtLongK ? 1 : 2);
+  int const most = total >= kSkinnyBtLongRows ? 4 : 2;
   switch (skinny_bt_rows_per_warp(rows, G, most)) {
     case 4: return launch_skinny_nk<T, MT, G, 4, 2>(A, rows, M, K, out, pro, stream);
     case 2: return launch_skinny_nk<T, MT, G, 2, 4>(A, rows, M, K, out, pro, stream);
