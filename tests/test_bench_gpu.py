@@ -307,8 +307,8 @@ class _Stub:
     fail: bool = False
     calls: list = field(default_factory=list)
 
-    def compile(self, target: str) -> object:
-        self.calls.append(target)
+    def compile(self, target: str, options: dict | None = None) -> object:
+        self.calls.append((target, options))
         if self.fail:
             raise RuntimeError(f"no {target} realization")
         return ("built", self.kernel)
@@ -326,9 +326,10 @@ def test_builds_time_cold_then_hit_share_kernels_and_keep_errors() -> None:
         builds.get(broken)
     with pytest.raises(BuildFailed):
         builds.get(_Stub("b/2", "kb"))
-    prebuilt = Builds("cpu", "tiny", cold={"k": 12.5}, errors={"kx": "not built: budget"})
+    options = {"vectorize": False}
+    prebuilt = Builds("cpu", "tiny", cold={"k": 12.5}, errors={"kx": "not built: budget"}, options=options)
     again = _Stub("a/1", "k")
-    assert prebuilt.get(again)[1].cold_s == 12.5 and len(again.calls) == 1
+    assert prebuilt.get(again)[1].cold_s == 12.5 and again.calls == [("cpu", {"vectorize": False})]
     with pytest.raises(BuildFailed, match="not built: budget"):
         prebuilt.get(_Stub("c/1", "kx"))
 
@@ -460,10 +461,13 @@ def test_smoke_run_on_cpu_through_a_child_process(tmp_path: Path, capsys: pytest
             "16",
             "--cache-dir",
             str(tmp_path / "cache"),
+            "--option",
+            "vectorize=False",
         ]
     )
     out = capsys.readouterr().out
     assert status == 0
+    assert "note: our side built with the options {'vectorize': False}" in out
     assert out.startswith("CPU ") and "| softmax/16x64 | 16x64 | bf16 |" in out.replace("  ", " ").replace(
         "  ", " "
     )

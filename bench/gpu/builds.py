@@ -1,6 +1,6 @@
 """Building our side of each case once, and timing the build: cold, then from the on-disk cache.
 
-    builds = Builds(target="cuda", plan="full")
+    builds = Builds(target="cuda", plan="full", options={"gemm_tile": "128x256"})
     builds.prebuild(cases, jobs=8, deadline=time.time() + 240)   # cold builds, in parallel
     runnable, times = builds.get(case)                                 # a cache hit here
 
@@ -15,7 +15,7 @@ kernel that failed to build keeps its error; no later case retries it.
 import multiprocessing
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import tilefoundry
@@ -28,7 +28,9 @@ class BuildFailed(RuntimeError):
     """Our side of a case could not be built; the message is the build's error."""
 
 
-def _cold_build(plan: str, case_id: str, target: str, cache_dir: str) -> tuple[float | None, str | None]:
+def _cold_build(
+    plan: str, case_id: str, target: str, options: Mapping[str, Any], cache_dir: str
+) -> tuple[float | None, str | None]:
     """Worker: build the kernel of `case_id` of `plan` into the shared cache; (seconds, error)."""
     os.environ["TILEFOUNDRY_CACHE_DIR"] = cache_dir
     from .cases.plans import PLANS
@@ -36,7 +38,7 @@ def _cold_build(plan: str, case_id: str, target: str, cache_dir: str) -> tuple[f
     case = next(c for c in PLANS[plan]() if c.id == case_id)
     start = time.perf_counter()
     try:
-        case.compile(target)
+        case.compile(target, options)
     except Exception as err:  # reported in the case's row
         return None, describe(err)
     return time.perf_counter() - start, None
@@ -51,10 +53,15 @@ class Builds:
         plan: str,
         cold: dict[str, float] | None = None,
         errors: dict[str, str] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> None:
-        """Start from what a `prebuild` (maybe of another process) found: cold times and errors by kernel."""
+        """Start from what a `prebuild` (maybe of another process) found: cold times and errors by kernel.
+
+        `options` are the compile options of every case's build (`--option`; none: the defaults).
+        """
         self.target = target
         self.plan = plan
+        self.options: dict[str, Any] = dict(options or {})
         self.cold: dict[str, float] = dict(cold or {})
         self.errors: dict[str, str] = dict(errors or {})
         self._built: dict[str, tuple[Any, CompileTimes, str]] = {}
@@ -72,7 +79,7 @@ class Builds:
         cache_dir = os.environ["TILEFOUNDRY_CACHE_DIR"]
         pool = multiprocessing.get_context("spawn").Pool(max(1, min(jobs, len(firsts))))
         pending = {
-            k: pool.apply_async(_cold_build, (self.plan, c.id, self.target, cache_dir))
+            k: pool.apply_async(_cold_build, (self.plan, c.id, self.target, self.options, cache_dir))
             for k, c in firsts.items()
         }
         try:
@@ -117,5 +124,5 @@ class Builds:
 
     def _timed_build(self, case: Case) -> tuple[Any, float]:
         start = time.perf_counter()
-        runnable = case.compile(self.target)
+        runnable = case.compile(self.target, self.options)
         return runnable, time.perf_counter() - start

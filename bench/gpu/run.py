@@ -4,6 +4,7 @@
     python -m bench.gpu.run --quick               # one or two of each family
     python -m bench.gpu.run --cases gemm/qwen3-1.7b,rms_norm --out $OUT
     python -m bench.gpu.run --list                # the case ids, measuring nothing
+    python -m bench.gpu.run --cases gemm/square --option "gemm_tile='128x256'"   # our side built so
 
 One run: build our kernels (cold, in parallel worker processes), measure the copy bandwidth,
 then measure each case in a child process (check against the evaluator, then time ours and
@@ -29,6 +30,8 @@ if __package__ in (None, ""):
     # Run as a file (python bench/gpu/run.py): make the repository root importable.
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     __package__ = "bench.gpu"
+
+from bench.compile_options import compile_option
 
 from .builds import Builds
 from .cases import PEERS, Case, select
@@ -66,6 +69,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--no-graphs", action="store_true", help="time plain launches, no CUDA graphs")
     ap.add_argument("--in-process", action="store_true", help="measure in this process (no isolation)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--option", type=compile_option, action="append", default=[], help="KEY=VALUE of ours")
     args = ap.parse_args(argv)
     unknown = sorted(set(_split(args.peers)) - set(PEERS))
     if unknown:
@@ -208,7 +212,8 @@ def _write(run: Run, args: argparse.Namespace, settings: dict[str, Any]) -> str:
     head = header(run.machine, run.limits, run.peak_source)
     stem = args.out / result_stem(run.machine.device, run.machine.date)
     note = write_plot(stem.with_suffix(".png"), rows, head.splitlines()[0])
-    notes = [*run.notes, *([note] if note else [])]
+    built = [f"our side built with the options {settings['options']}"] if settings["options"] else []
+    notes = [*built, *run.notes, *([note] if note else [])]
     meta = {
         "machine": run.machine.to_json(),
         "limits": asdict(run.limits),
@@ -245,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="tilefoundry-bench-gpu-"))
     os.environ["TILEFOUNDRY_CACHE_DIR"] = str(cache)
     deadline = start + args.budget_s
-    builds = Builds(args.target, plan)
+    builds = Builds(args.target, plan, options=dict(args.option))
     compile_wall = None
     if args.jobs > 0:
         compile_wall = builds.prebuild(cases, args.jobs, start + COMPILE_SHARE * args.budget_s)
@@ -267,6 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         deadline=deadline,
         cold=builds.cold,
         build_errors=builds.errors,
+        options=builds.options,
     )
     run = Run(cases, settings, args)
     run.measure()
@@ -284,6 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cold_build_wall_s": compile_wall,
         "cache_dir": str(cache),
         "seed": args.seed,
+        "options": builds.options,
         "budget_s": args.budget_s,
         "wall_s": time.time() - start,
     }

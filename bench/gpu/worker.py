@@ -53,6 +53,7 @@ class WorkerSettings:
         deadline: epoch seconds after which remaining cases are skipped.
         limits, machine: measured by an earlier process; None measures them first.
         cold, build_errors: what `Builds.prebuild` found.
+        options: compile options of our side (`--option`).
     """
 
     plan: str
@@ -68,6 +69,7 @@ class WorkerSettings:
     machine: Machine | None = None
     cold: dict[str, float] | None = None
     build_errors: dict[str, str] | None = None
+    options: dict[str, Any] | None = None
 
 
 def measure_limits(settings: WorkerSettings, device: torch.device) -> tuple[Limits, Machine, str]:
@@ -107,7 +109,7 @@ def measure_cases(settings: WorkerSettings) -> Iterator[tuple]:
         target=settings.target,
         limits=limits,
         timing=settings.timing,
-        builds=Builds(settings.target, settings.plan, settings.cold, settings.build_errors),
+        builds=Builds(settings.target, settings.plan, settings.cold, settings.build_errors, settings.options),
         peers=settings.peers,
         seed=settings.seed,
     )

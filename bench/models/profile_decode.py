@@ -19,7 +19,6 @@ the timed runs.
 from __future__ import annotations
 
 import argparse
-import ast
 import itertools
 import os
 import statistics
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from bench.compile_options import compile_option
 from bench.models.generate_qwen3 import write_checkpoint
 
 
@@ -42,17 +42,6 @@ def kernel_table(prof: torch.profiler.profile, steps: int) -> list[tuple[str, fl
             count[ev.name] += 1
     rows = [(name, us / steps, count[name] // steps) for name, us in total.items()]
     return sorted(rows, key=lambda r: -r[1])
-
-
-def compile_option(text: str) -> tuple[str, object]:
-    """KEY=VALUE, the value a Python literal (False, 4, 'x')."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"--option {text!r}: expected KEY=VALUE")
-    try:
-        return key, ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-        raise argparse.ArgumentTypeError(f"--option {text!r}: the value is not a Python literal") from None
 
 
 def step_busy(prof: torch.profiler.profile) -> tuple[float, float]:

@@ -93,11 +93,11 @@ class KernelCase:
     tolerance: float = 1e-2
     goals: tuple[Goal, ...] = ()
 
-    def compile(self, target: str) -> Any:
-        """The compiled function: `tilefoundry.jit(ours, target=target)`."""
+    def compile(self, target: str, options: Mapping[str, Any] | None = None) -> Any:
+        """The compiled function: `tilefoundry.jit(ours, target=target, options=options)`."""
         import tilefoundry
 
-        return tilefoundry.jit(self.ours(), target=target)
+        return tilefoundry.jit(self.ours(), target=target, options=options)
 
 
 @dataclass(frozen=True)
@@ -134,11 +134,11 @@ class ModelCase:
         config = config_from_dict(dict(self.config), source=self.id)
         return causal_lm(config, context=self.context, linear_layout=linear_layout_of(target))
 
-    def compile(self, target: str) -> Any:
-        """The compiled twin (not yet loaded): `tilefoundry.twin(sem, target=target)`."""
+    def compile(self, target: str, options: Mapping[str, Any] | None = None) -> Any:
+        """The compiled twin (not yet loaded): `tilefoundry.twin(sem, target=target, options=options)`."""
         import tilefoundry
 
-        return tilefoundry.twin(self.ours(target), target=target)
+        return tilefoundry.twin(self.ours(target), target=target, options=options)
 
 
 Case = KernelCase | ModelCase

@@ -249,6 +249,7 @@ int main(int argc, char** argv) {
   sweep<2>({"gate_up", 2, {6144}, 2048});
   sweep<1>({"down", 1, {2048}, 6144});
   sweep<1>({"lm_head", 1, {151936}, 2048});
+  sweep<1>({"n6144", 1, {6144}, 2048});  // bench/gpu's lone gate_up GEMV (x @ w.T, one member)
   std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
   return 0;
 }
