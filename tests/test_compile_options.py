@@ -98,7 +98,7 @@ def test_a_cuda_typo_is_refused_before_the_target_is_required() -> None:
 @pytest.mark.parametrize(
     ("target", "name", "value", "expected"),
     [
-        ("cuda", "gemm_tile", 128, "one of 128x128, 128x256, 256x128"),
+        ("cuda", "gemm_tile", 128, "one of auto, 128x128, 128x256, 256x128"),
         ("cuda", "arch", "sm_70", "one of sm_80, sm_90, sm_90a, None"),
         ("cuda", "portable", "yes", "False or True"),
         ("cpu", "vectorize", 1, "True or False"),

@@ -1,20 +1,39 @@
-"""Option gemm_tile: the sm90 GEMM collective's CTA tile, a compile-time knob for the autotuner."""
+"""Option gemm_tile: the sm90 GEMM collective's CTA tile, fixed for a module (a knob for the
+autotuner) or, by default, chosen per call between 128 x 128 and 128 x 256."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import pytest
 
 import tilefoundry
+from tilefoundry.codegen.cuda.gemm_atom import WIDE_TILE_MIN_NK
 from tilefoundry.codegen.cuda.options import GEMM_TILE
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, tf
 from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.target import get_target
 
 T = DimVar("T", 1, 4097)
+WIDE = "#define TILEFOUNDRY_SM90_WIDE_TILE 1\n"
+SM90_HEADER = (
+    Path(__file__).resolve().parents[3] / "cpp/runtime/include/tilefoundry/runtime/cuda/atoms/gemm_sm90.cuh"
+)
 
 
 @func
 def proj(x: Tensor[(T, 256), bf16], w: ConstTensor[(512, 256), bf16]):
+    return x @ tf.transpose(w, (1, 0))
+
+
+@func
+def wide(x: Tensor[(T, 4096), bf16], w: ConstTensor[(4096, 4096), bf16]):
+    return x @ tf.transpose(w, (1, 0))
+
+
+@func
+def wide_n_short_k(x: Tensor[(T, 2048), bf16], w: ConstTensor[(8192, 2048), bf16]):
     return x @ tf.transpose(w, (1, 0))
 
 
@@ -28,7 +47,25 @@ def test_a_non_default_tile_defines_the_collectives_tile_shape(cuda_source) -> N
     text = cuda_source(proj, {"gemm_tile": "256x128"})
     assert "#define TILEFOUNDRY_SM90_TILE_M 256\n#define TILEFOUNDRY_SM90_TILE_N 128\n" in text
     assert "TILEFOUNDRY_SM90_TILE_M" not in cuda_source(proj)
-    assert GEMM_TILE.values[0] == GEMM_TILE.default == "128x128"
+    assert GEMM_TILE.values[0] == GEMM_TILE.default == "auto"
+
+
+def test_auto_adds_the_wide_tile_only_where_n_and_k_are_large(cuda_source) -> None:
+    """Under "auto" a module gets the 128 x 256 collective beside 128 x 128 only when some GEMM's
+    constant N and K both reach the threshold; a fixed tile, 128x128 included, means that tile alone."""
+    assert WIDE in cuda_source(wide)
+    assert WIDE not in cuda_source(proj)
+    assert WIDE not in cuda_source(wide_n_short_k)
+    square = cuda_source(wide, {"gemm_tile": "128x128"})
+    assert WIDE not in square and "TILEFOUNDRY_SM90_TILE" not in square
+    fixed = cuda_source(wide, {"gemm_tile": "128x256"})
+    assert WIDE not in fixed and "#define TILEFOUNDRY_SM90_TILE_N 256\n" in fixed
+
+
+def test_the_wide_tile_threshold_is_the_runtimes() -> None:
+    """The code generator instantiates the wide tile for exactly the N and K the runtime may use it at."""
+    match = re.search(r"kSm90WideMinNK = (\d+);", SM90_HEADER.read_text())
+    assert match is not None and int(match.group(1)) == WIDE_TILE_MIN_NK
 
 
 def test_the_tile_only_matters_where_the_collective_is_built(cuda_source) -> None:
@@ -39,16 +76,42 @@ def test_the_tile_only_matters_where_the_collective_is_built(cuda_source) -> Non
 
 def test_an_unknown_tile_is_refused_naming_the_choices(cuda_source) -> None:
     """A tile the collective is not offered with fails closed before any code is written."""
-    message = r"option gemm_tile must be one of 128x128, 128x256, 256x128, got '64x64'"
+    message = r"option gemm_tile must be one of auto, 128x128, 128x256, 256x128, got '64x64'"
     with pytest.raises(PlanError, match=message):
         cuda_source(scale, {"gemm_tile": "64x64"})
 
 
 def test_every_offered_tile_builds_with_nvcc(tmp_path, monkeypatch) -> None:
-    """The non-default tiles instantiate the CUTLASS collective cleanly (one nvcc build of both)."""
+    """Every tile instantiates the CUTLASS collective cleanly: 256x128 fixed, and "auto" on a wide
+    GEMM, whose module holds 128 x 128 and 128 x 256 both (two nvcc builds)."""
     if not get_target("cuda").availability.can_compile:
         pytest.skip("cuda cannot compile here: " + "; ".join(get_target("cuda").availability.reasons))
     monkeypatch.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path))
-    for tile in GEMM_TILE.values[1:]:
-        linked = tilefoundry.compile(proj, target="cuda", options={"gemm_tile": tile, "arch": "sm_90a"})
+    for fn, tile in ((proj, "256x128"), (wide, "auto")):
+        linked = tilefoundry.compile(fn, target="cuda", options={"gemm_tile": tile, "arch": "sm_90a"})
         assert linked.library.is_file()
+
+
+@pytest.mark.gpu
+def test_auto_runs_the_tile_each_call_asks_for_and_both_agree_on_gpu() -> None:
+    """On a GPU the "auto" module runs 128 x 256 where its tiles fill the SMs (T = 2048) and 128 x 128
+    where they would not (T = 200): two different kernels, each matching torch on fresh data."""
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("needs an sm_90 GPU")
+    compiled = tilefoundry.jit(wide, target="cuda")
+    gen = torch.Generator().manual_seed(11)
+    w = (torch.randn(4096, 4096, generator=gen) / 64).to(torch.bfloat16).cuda()
+    kernels = []
+    for tokens in (2048, 200):
+        x = torch.randn(tokens, 4096, generator=gen).to(torch.bfloat16).cuda()
+        compiled(x, w)
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            y = compiled(x, w)
+            torch.cuda.synchronize()
+        names = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+        kernels.append({n for n in names if "cutlass" in n})
+        torch.testing.assert_close(y.float(), x.float() @ w.float().t(), rtol=2e-2, atol=2e-2)
+    assert len(kernels[0]) == len(kernels[1]) == 1 and kernels[0] != kernels[1]

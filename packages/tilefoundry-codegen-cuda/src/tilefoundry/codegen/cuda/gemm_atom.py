@@ -40,6 +40,9 @@ GEMM_DTYPES = ("f32", "bf16", "f16")
 # The runtime's GemmLayout for each (A major, B major) of a proved region: r row-major, c
 # column-major, for A, B and C in turn; also the suffix of the catalog atom's name.
 GEMM_LAYOUTS = {("K", "N"): "rrr", ("K", "K"): "rcr"}
+# N and K from which the sm90 collective may take its 128 x 256 tile (atoms/gemm_sm90.cuh's
+# kSm90WideMinNK; a test holds the two equal).
+WIDE_TILE_MIN_NK = 4096
 
 def _gemm_recheck(r: Realization) -> None:
     atom = r.body
@@ -65,6 +68,20 @@ def _gemm_recheck(r: Realization) -> None:
                 expected="a proved GEMM region",
                 got=why,
             )
+
+
+def may_take_wide_tile(r: Realization) -> bool:
+    """Whether an sm90 GEMM call of `r` may run the 128 x 256 tile under gemm_tile="auto": some
+    member's N and K are constants of at least WIDE_TILE_MIN_NK (the runtime decides per call)."""
+    atom = r.body
+    if not isinstance(atom, AtomCall) or not atom.atom.startswith("sm90_gemm_"):
+        return False
+    k = atom.params.get("k")
+
+    def large(e: Expr | None) -> bool:
+        return isinstance(e, Const) and int(e.value) >= WIDE_TILE_MIN_NK
+
+    return large(k) and any(large(member.n) for member in gemm_members(atom))
 
 
 def _layout_mismatch(name: str, region: GemmRegion) -> str | None:

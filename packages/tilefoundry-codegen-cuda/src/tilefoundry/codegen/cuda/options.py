@@ -17,10 +17,10 @@ ATTENTION = Option(
     "flash atom when proved / the lowering's nest / atom or `PlanError`",
     NAME,
 )
-# The first tile is the default: the collective's own TileShape, which needs no macros.
 GEMM_TILE = Option(
-    "gemm_tile", ("128x128", "128x256", "256x128"), "128x128",
-    "CTA tile (M x N) of the sm90 GEMM collective; a knob for `autotune`",
+    "gemm_tile", ("auto", "128x128", "128x256", "256x128"), "auto",
+    "CTA tile (M x N) of the sm90 GEMM collective for every GEMM of the module, a knob for `autotune`; "
+    "auto: 128x128, and 128x256 per call where N, K >= 4096 and its tiles fill the GPU",
     NAME,
 )
 BATCH_LAUNCHES = Option(

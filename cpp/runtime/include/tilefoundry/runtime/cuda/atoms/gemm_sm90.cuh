@@ -19,8 +19,14 @@
 #include <cutlass/gemm/dispatch_policy.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
-// The CTA tile (M x N, K step 64): a compile option of the module (`gemm_tile`), a knob for the
-// autotuner; the cooperative schedule splits M across two consumer warpgroups (M >= 128).
+#include <tilefoundry/runtime/cuda/atoms/device_facts.cuh>
+
+// The CTA tile (M x N, K step 64); the cooperative schedule splits M across two consumer
+// warpgroups (M >= 128). Option `gemm_tile` fixes one tile for the whole module (these macros),
+// a knob for the autotuner. Its default, "auto", keeps 128 x 128 and, in a module with a GEMM
+// whose N and K are both at least kSm90WideMinNK (TILEFOUNDRY_SM90_WIDE_TILE, defined by the code
+// generator), adds 128 x 256 for the calls where sm90_wide_tile_pays: each tile then moves half
+// as many A bytes per flop, as long as there are tiles enough for every SM.
 #ifndef TILEFOUNDRY_SM90_TILE_M
 #define TILEFOUNDRY_SM90_TILE_M 128
 #endif
@@ -44,13 +50,13 @@ inline Stride packed_stride(int64_t rows, int64_t cols) {
   return s;
 }
 
-template <class T, bool BKMajor>
+template <class T, bool BKMajor, int TileM = TILEFOUNDRY_SM90_TILE_M, int TileN = TILEFOUNDRY_SM90_TILE_N>
 struct Sm90Gemm {
   using Element = T;
   using Layout = cutlass::layout::RowMajor;
   using LayoutB = cute::conditional_t<BKMajor, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
   static constexpr int kAlignment = 8;  // elements per 16 bytes: TMA strides and bases
-  using TileShape = cute::Shape<cute::Int<TILEFOUNDRY_SM90_TILE_M>, cute::Int<TILEFOUNDRY_SM90_TILE_N>, cute::_64>;
+  using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
 
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
@@ -87,31 +93,56 @@ struct Sm90Gemm {
   }
 };
 
+inline constexpr int64_t kSm90WideMinNK = 4096;  // N and K from which 128 x 256 may serve a call
+
+/// Whether 128 x 256 serves the problem better than 128 x 128: N and K at least kSm90WideMinNK,
+/// and at least one 128 x 256 tile for every SM (a 4096^3 GEMM has 512; M = 128 with N = 4096, 16).
+inline bool sm90_wide_tile_pays(int64_t batch, int64_t M, int64_t N, int64_t K) {
+  if (N < kSm90WideMinNK || K < kSm90WideMinNK) return false;
+  return batch * ((M + 127) / 128) * ((N + 255) / 256) >= device_facts().sms;
+}
+
+/// `f(Sm90Gemm<...>{})` with the collective that serves the problem; fits, workspace and run ask
+/// it in turn, so all three agree.
+template <class T, bool BKMajor, class F>
+inline decltype(auto) with_sm90_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, F&& f) {
+#if defined(TILEFOUNDRY_SM90_WIDE_TILE)
+  if (sm90_wide_tile_pays(batch, M, N, K)) return f(Sm90Gemm<T, BKMajor, 128, 256>{});
+#endif
+  return f(Sm90Gemm<T, BKMajor>{});
+}
+
 /// True when the sm90 collective can run this problem (alignment, extents within int).
 template <class T, bool BKMajor>
 inline bool sm90_gemm_fits(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K) {
   constexpr int64_t kIntMax = 2147483647;
   if (M > kIntMax || N > kIntMax || K > kIntMax || batch > kIntMax || K % 8 || N % 8) return false;
-  using G = Sm90Gemm<T, BKMajor>;
-  return G::Device::can_implement(G::arguments(A, B, C, batch, M, N, K)) == cutlass::Status::kSuccess;
+  return with_sm90_gemm<T, BKMajor>(batch, M, N, K, [&](auto g) {
+    using G = decltype(g);
+    return G::Device::can_implement(G::arguments(A, B, C, batch, M, N, K)) == cutlass::Status::kSuccess;
+  });
 }
 
 template <class T, bool BKMajor>
 inline size_t sm90_gemm_workspace_bytes(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N,
                                         int64_t K) {
-  using G = Sm90Gemm<T, BKMajor>;
-  return G::Device::get_workspace_size(G::arguments(A, B, C, batch, M, N, K));
+  return with_sm90_gemm<T, BKMajor>(batch, M, N, K, [&](auto g) {
+    using G = decltype(g);
+    return G::Device::get_workspace_size(G::arguments(A, B, C, batch, M, N, K));
+  });
 }
 
 template <class T, bool BKMajor>
 inline cudaError_t gemm_sm90(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
                              void* workspace, cudaStream_t stream) {
-  using G = Sm90Gemm<T, BKMajor>;
-  typename G::Device gemm;
-  auto args = G::arguments(A, B, C, batch, M, N, K);
-  if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
-  if (gemm.run(stream) != cutlass::Status::kSuccess) return cudaErrorLaunchFailure;
-  return cudaGetLastError();
+  return with_sm90_gemm<T, BKMajor>(batch, M, N, K, [&](auto g) {
+    using G = decltype(g);
+    typename G::Device gemm;
+    auto args = G::arguments(A, B, C, batch, M, N, K);
+    if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
+    if (gemm.run(stream) != cutlass::Status::kSuccess) return cudaErrorLaunchFailure;
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace tilefoundry::atoms::detail
