@@ -81,15 +81,14 @@ def test_an_unknown_tile_is_refused_naming_the_choices(cuda_source) -> None:
         cuda_source(scale, {"gemm_tile": "64x64"})
 
 
-def test_every_offered_tile_builds_with_nvcc(tmp_path, monkeypatch) -> None:
-    """Every tile instantiates the CUTLASS collective cleanly: 256x128 fixed, and "auto" on a wide
-    GEMM, whose module holds 128 x 128 and 128 x 256 both (two nvcc builds)."""
+def test_auto_builds_both_tiles_with_nvcc(tmp_path, monkeypatch) -> None:
+    """"auto" on a wide GEMM instantiates the 128 x 128 and 128 x 256 collectives cleanly in one
+    module (one nvcc build; 256 x 128 is built and run on the GPU by tests/test_autotune.py)."""
     if not get_target("cuda").availability.can_compile:
         pytest.skip("cuda cannot compile here: " + "; ".join(get_target("cuda").availability.reasons))
     monkeypatch.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path))
-    for fn, tile in ((proj, "256x128"), (wide, "auto")):
-        linked = tilefoundry.compile(fn, target="cuda", options={"gemm_tile": tile, "arch": "sm_90a"})
-        assert linked.library.is_file()
+    linked = tilefoundry.compile(wide, target="cuda", options={"arch": "sm_90a"})
+    assert linked.library.is_file()
 
 
 @pytest.mark.gpu
