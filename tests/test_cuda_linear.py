@@ -4,13 +4,16 @@ Planning drops the transpose copy of w when the target has a GEMM atom reading B
 has one per tier; the cpu target has none, so its program is unchanged). nvcc builds the module
 here (one translation unit with the sm90 collective, cached for the module); on a GPU every
 tier of the K-major atom is checked against torch: sm90 collective and skinny (M <= 8) in the
-default build, mma.sync and skinny in an sm_80 build, SIMT for K off 8 and for f32.
+default build, mma.sync and skinny in an sm_80 build, SIMT for K off 8 and for f32. `wide` (N = K
+= 4096) makes the default build hold the sm90 collective's 128 x 256 tile too (gemm_tile="auto"),
+so the one nvcc build covers both tiles, and the GPU test sees each call take the tile it asks for.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import pytest
 import torch
@@ -44,6 +47,11 @@ class Linears:
         # K = 20 is off the 16-byte packs: the SIMT tier; f32 always runs SIMT.
         return xr @ tf.transpose(wr, (1, 0)), xf @ tf.transpose(wf, (1, 0))
 
+    @func
+    def wide(xw: Tensor[(M, 4096), bf16], ww: ConstTensor[(4096, 4096), bf16]):
+        # N and K of 4096: under gemm_tile="auto" the module holds the 128 x 256 collective too.
+        return xw @ tf.transpose(ww, (1, 0))
+
 
 LINEAR = Linears.functions["linear"]
 
@@ -52,10 +60,18 @@ pytestmark = pytest.mark.usefixtures("fresh_build_cache")
 
 
 @pytest.fixture(scope="module")
-def linked():
-    """`Linears` compiled once for cuda (the GPU's arch, else sm_90a)."""
+def built() -> tuple[Any, str]:
+    """`Linears` compiled once for cuda (the GPU's arch, else sm_90a), and the source it generated."""
     cat.require_nvcc()
-    return tilefoundry.compile(Linears, target="cuda")
+    stages: dict[str, str] = {}
+    linked = tilefoundry.compile(Linears, target="cuda", dump=stages.__setitem__)
+    (source,) = (text for stage, text in stages.items() if stage.startswith("generate source"))
+    return linked, source
+
+
+@pytest.fixture(scope="module")
+def linked(built: tuple[Any, str]) -> Any:
+    return built[0]
 
 
 def test_cuda_reads_the_weight_in_place_with_one_k_major_atom() -> None:
@@ -76,10 +92,13 @@ def test_cpu_keeps_the_copy_and_its_row_major_atom() -> None:
     assert not any("read in place" in d for k in p.kernels for d in k.decisions)
 
 
-def test_the_k_major_gemm_compiles_with_nvcc(linked) -> None:
-    """nvcc builds every tier of the K-major atom (sm90 collective, skinny, mma.sync, SIMT) into one .so."""
+def test_the_k_major_gemm_compiles_with_nvcc(built: tuple[Any, str]) -> None:
+    """nvcc builds every tier of the K-major atom (sm90 collective at both of "auto"'s tiles, skinny,
+    mma.sync, SIMT) into one .so."""
+    linked, source = built
     assert linked.library.is_file() and linked.library.stat().st_size > 0
-    assert set(linked.entries) == {"linear", "ragged"}
+    assert set(linked.entries) == {"linear", "ragged", "wide"}
+    assert "#define TILEFOUNDRY_SM90_WIDE_TILE 1\n" in source
 
 
 # ---------------------------------------------------------------- on a GPU
@@ -135,6 +154,29 @@ def test_linear_sm80_build_matches_torch_on_gpu(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path))
     linked = tilefoundry.compile(Linears, target="cuda", options={"arch": "sm_80"})
     _check(linked, "linear", (1, 7, 64, 300), _make_linear)
+
+
+@pytest.mark.gpu
+def test_auto_tile_runs_the_collective_each_call_asks_for_on_gpu(linked) -> None:
+    """`wide` runs 128 x 256 at M = 2048 (256 such tiles fill the SMs) and 128 x 128 at M = 200 (32
+    would not): two different CUTLASS kernels, each matching torch on fresh data."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the sm90 collective runs on sm_90 only")
+    body = CompiledFunction(load_linked_module(linked, "wide"), False)
+    gen = torch.Generator().manual_seed(13)
+    w = (torch.randn(4096, 4096, generator=gen) / 64).to(torch.bfloat16).cuda()
+    kernels = []
+    for n in (2048, 200):
+        x = torch.randn(n, 4096, generator=gen).to(torch.bfloat16).cuda()
+        body(x, w)
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            y = body(x, w)
+            torch.cuda.synchronize()
+        cuda = torch.autograd.DeviceType.CUDA
+        kernels.append({e.name for e in prof.events() if e.device_type == cuda and "cutlass" in e.name})
+        torch.testing.assert_close(y.float(), _torch_linear(x, w).float(), rtol=2e-2, atol=2e-2)
+    assert len(kernels[0]) == len(kernels[1]) == 1 and kernels[0] != kernels[1]
 
 
 @pytest.mark.gpu

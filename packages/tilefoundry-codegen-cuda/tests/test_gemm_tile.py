@@ -8,12 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import tilefoundry
 from tilefoundry.codegen.cuda.gemm_atom import WIDE_TILE_MIN_NK
 from tilefoundry.codegen.cuda.options import GEMM_TILE
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, tf
 from tilefoundry.ir.errors import PlanError
-from tilefoundry.ir.target import get_target
 
 T = DimVar("T", 1, 4097)
 WIDE = "#define TILEFOUNDRY_SM90_WIDE_TILE 1\n"
@@ -79,38 +77,3 @@ def test_an_unknown_tile_is_refused_naming_the_choices(cuda_source) -> None:
     message = r"option gemm_tile must be one of auto, 128x128, 128x256, 256x128, got '64x64'"
     with pytest.raises(PlanError, match=message):
         cuda_source(scale, {"gemm_tile": "64x64"})
-
-
-def test_auto_builds_both_tiles_with_nvcc(tmp_path, monkeypatch) -> None:
-    """"auto" on a wide GEMM instantiates the 128 x 128 and 128 x 256 collectives cleanly in one
-    module (one nvcc build; 256 x 128 is built and run on the GPU by tests/test_autotune.py)."""
-    if not get_target("cuda").availability.can_compile:
-        pytest.skip("cuda cannot compile here: " + "; ".join(get_target("cuda").availability.reasons))
-    monkeypatch.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path))
-    linked = tilefoundry.compile(wide, target="cuda", options={"arch": "sm_90a"})
-    assert linked.library.is_file()
-
-
-@pytest.mark.gpu
-def test_auto_runs_the_tile_each_call_asks_for_and_both_agree_on_gpu() -> None:
-    """On a GPU the "auto" module runs 128 x 256 where its tiles fill the SMs (T = 2048) and 128 x 128
-    where they would not (T = 200): two different kernels, each matching torch on fresh data."""
-    import torch
-
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
-        pytest.skip("needs an sm_90 GPU")
-    compiled = tilefoundry.jit(wide, target="cuda")
-    gen = torch.Generator().manual_seed(11)
-    w = (torch.randn(4096, 4096, generator=gen) / 64).to(torch.bfloat16).cuda()
-    kernels = []
-    for tokens in (2048, 200):
-        x = torch.randn(tokens, 4096, generator=gen).to(torch.bfloat16).cuda()
-        compiled(x, w)
-        torch.cuda.synchronize()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            y = compiled(x, w)
-            torch.cuda.synchronize()
-        names = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
-        kernels.append({n for n in names if "cutlass" in n})
-        torch.testing.assert_close(y.float(), x.float() @ w.float().t(), rtol=2e-2, atol=2e-2)
-    assert len(kernels[0]) == len(kernels[1]) == 1 and kernels[0] != kernels[1]
