@@ -152,10 +152,10 @@ def _blocker(members: list[Realization], r: Realization, smem_cap: int) -> str |
             if b in m.kernel.writes or b in m.kernel.reads:
                 how = "writes" if b in m.kernel.writes else "reads"
                 return f"it writes {b.name}, which {m.kernel.name} {how}"
-        if m.kind == "check" and _validated(m, r):
-            return f"it reads {_validated(m, r)}, which the index check {m.kernel.name} validates first"
-        if r.kind == "check" and _validated(r, m):
-            return f"{m.kernel.name} reads {_validated(r, m)}, which it validates first"
+        if m.kind == "check" and (names := _validated(m, r)):
+            return f"it reads {names}, which the index check {m.kernel.name} validates first"
+        if r.kind == "check" and (names := _validated(r, m)):
+            return f"{m.kernel.name} reads {names}, which it validates first"
     shaped = _shaped(members)[0]
     if "check" not in (r.kind, shaped.kind) and (r.kind, r.threads, r.group) != (
         shaped.kind,
