@@ -32,11 +32,58 @@ def test_bf16_packs_eight_lanes_and_mixed_widths_take_the_narrowest() -> None:
     assert plan.lanes == 8 and {a.buffer.name for a in (*plan.loads, *plan.stores)} == {"h", "out"}
 
 
-def test_loads_under_a_select_branch_stay_scalar() -> None:
-    """A branch may read out of bounds when it is not taken: only unconditional loads are packed."""
-    value = Select(binary("lt", J, Const(32)), Load(X, (I, J)), Load(Y, (J,)))
-    plan = plan_packs("j", Const(64), _store(value), "g")
-    assert plan.loads == () and [a.buffer.name for a in plan.stores] == ["out"]
+def test_loads_under_a_select_that_splits_a_pack_stay_scalar() -> None:
+    """A branch may read out of bounds when it is not taken: where lanes of one pack may take
+    different branches (j < 30 with packs of 4, or a data-dependent condition), only the
+    unconditional loads are packed."""
+    for cond in (binary("lt", J, Const(30)), binary("lt", Load(Y, (J,)), Const(0.0, f32))):
+        value = Select(cond, Load(X, (I, J)), Const(0.0, f32))
+        plan = plan_packs("j", Const(64), _store(value), "g")
+        assert [a.buffer.name for a in plan.loads] == ([] if cond.a == J else ["y"])
+        assert [a.buffer.name for a in plan.stores] == ["out"]
+
+
+def test_rotate_half_loads_whole_packs_under_the_branch_its_lanes_take() -> None:
+    """`j < 32 ? -x[i, j + 32] : x[i, j - 32]` over 64 columns: the condition flips at a multiple
+    of 4, so a pack's lanes take one branch, and that branch's shifted read is one whole pack,
+    loaded only when taken."""
+    lo, hi = Load(X, (I, binary("add", J, Const(32)))), Load(X, (I, binary("sub", J, Const(32))))
+    body = _store(Select(binary("lt", J, Const(32)), unary("neg", lo), hi))
+    plan = plan_packs("j", Const(64), body, "g")
+    assert plan.lanes == 4 and [a.guard[0][1] for a in plan.loads] == [True, False]
+    cx = CExpr({})
+    x = "b_x + (i) * int64_t(64LL)"
+    assert PackCode(plan, "j_b").prologue(cx, body) == [
+        "float gl0_[4];",
+        f"if ((j_b < int64_t(32LL))) load_pack<4>({x} + (j_b + int64_t(32LL)), gl0_);",
+        "float gl1_[4];",
+        f"if (!((j_b < int64_t(32LL)))) load_pack<4>({x} + (j_b - int64_t(32LL)), gl1_);",
+        "float gs0_[4];",
+    ]
+    # A shift off the pack grid keeps the access scalar.
+    off = Load(X, (I, binary("add", J, Const(2))))
+    odd = _store(Select(binary("lt", J, Const(32)), off, Const(0.0, f32)))
+    assert plan_packs("j", Const(64), odd, "g").loads == ()
+
+
+def test_a_cache_update_reads_the_new_row_or_the_cache_a_pack_at_a_time() -> None:
+    """A condition free of j (whether row i is in the updated region) is uniform over every pack:
+    both branches' reads are packs, each guarded by its side of the condition."""
+    new = Buffer("new", f32, (1, 64), "input")
+    pos = Var("pos")
+    inside = binary("and", binary("ge", I, pos), binary("lt", I, binary("add", pos, Const(1))))
+    body = Seq((Store(OUT, (I, J), Select(inside, Load(new, (binary("sub", I, pos), J)), Load(X, (I, J)))),))
+    plan = plan_packs("j", Const(64), body, "g")
+    assert [(a.buffer.name, a.guard[0][1]) for a in plan.loads] == [("new", True), ("x", False)]
+
+
+def test_one_element_read_under_two_branches_stays_scalar() -> None:
+    """The same element under different branch sets would need a disjunction: it is read per lane."""
+    a, b = binary("lt", I, Const(2)), binary("lt", I, Const(5))
+    x = Load(X, (I, J))
+    body = _store(binary("add", Select(a, x, Const(0.0, f32)), Select(b, Const(1.0, f32), x)))
+    plan = plan_packs("j", Const(64), body, "g")
+    assert plan.loads == () and [s.buffer.name for s in plan.stores] == ["out"]
 
 
 def test_refusals_name_their_reason() -> None:
