@@ -158,8 +158,8 @@ def test_linear_sm80_build_matches_torch_on_gpu(tmp_path, monkeypatch) -> None:
 
 @pytest.mark.gpu
 def test_auto_tile_runs_the_collective_each_call_asks_for_on_gpu(linked) -> None:
-    """`wide` runs 128 x 256 at M = 2048 (256 such tiles fill the SMs) and 128 x 128 at M = 200 (32
-    would not): two different CUTLASS kernels, each matching torch on fresh data."""
+    """`wide` runs 128 x 256 at M = 2048 (256 such tiles fill the SMs) and stream-K at M = 200 (not
+    even its 64 tiles of 128 x 128 would): two different CUTLASS kernels, each matching torch."""
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the sm90 collective runs on sm_90 only")
     body = CompiledFunction(load_linked_module(linked, "wide"), False)
