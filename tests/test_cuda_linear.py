@@ -93,12 +93,13 @@ def test_cpu_keeps_the_copy_and_its_row_major_atom() -> None:
 
 
 def test_the_k_major_gemm_compiles_with_nvcc(built: tuple[Any, str]) -> None:
-    """nvcc builds every tier of the K-major atom (sm90 collective at both of "auto"'s tiles, skinny,
-    mma.sync, SIMT) into one .so."""
+    """nvcc builds every tier of the K-major atom (sm90 collective at both of "auto"'s tiles and with
+    stream-K, skinny, mma.sync, SIMT) into one .so."""
     linked, source = built
     assert linked.library.is_file() and linked.library.stat().st_size > 0
     assert set(linked.entries) == {"linear", "ragged", "wide"}
     assert "#define TILEFOUNDRY_SM90_WIDE_TILE 1\n" in source
+    assert "#define TILEFOUNDRY_SM90_STREAM_K 1\n" in source
 
 
 # ---------------------------------------------------------------- on a GPU
