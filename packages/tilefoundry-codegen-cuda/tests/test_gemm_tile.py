@@ -37,6 +37,11 @@ def wide_n_short_k(x: Tensor[(T, 2048), bf16], w: ConstTensor[(8192, 2048), bf16
 
 
 @func
+def long_k(x: Tensor[(T, 8192), bf16], w: ConstTensor[(1024, 8192), bf16]):
+    return x @ tf.transpose(w, (1, 0))
+
+
+@func
 def scale(x: Tensor[(T, 8), f32]):
     return x * 2.0
 
@@ -63,10 +68,11 @@ def test_auto_adds_the_wide_tile_only_where_n_and_k_are_large(cuda_source) -> No
 
 def test_auto_adds_stream_k_only_where_k_is_long(cuda_source) -> None:
     """Under "auto" a module gets the stream-K collective when some GEMM's constant K reaches the
-    threshold (K = 2048 and 4096 here, not 256); a fixed tile runs the data-parallel grid alone."""
-    assert STREAM_K in cuda_source(wide) and STREAM_K in cuda_source(wide_n_short_k)
-    assert STREAM_K not in cuda_source(proj)
-    assert STREAM_K not in cuda_source(wide, {"gemm_tile": "128x256"})
+    threshold (K = 8192 here, not 256, 2048 or 4096); a fixed tile runs the data-parallel grid alone."""
+    assert STREAM_K in cuda_source(long_k)
+    for short in (proj, wide_n_short_k, wide):
+        assert STREAM_K not in cuda_source(short), short.name
+    assert STREAM_K not in cuda_source(long_k, {"gemm_tile": "128x128"})
 
 
 def test_the_variants_thresholds_are_the_runtimes() -> None:

@@ -43,7 +43,7 @@ GEMM_LAYOUTS = {("K", "N"): "rrr", ("K", "K"): "rcr"}
 # N and K from which the sm90 collective may take its 128 x 256 tile, and K from which it may
 # run stream-K (atoms/gemm_sm90.cuh's kSm90WideMinNK and kSm90StreamKMinK; a test holds them equal).
 WIDE_TILE_MIN_NK = 4096
-STREAM_K_MIN_K = 2048
+STREAM_K_MIN_K = 8192
 
 def _gemm_recheck(r: Realization) -> None:
     atom = r.body

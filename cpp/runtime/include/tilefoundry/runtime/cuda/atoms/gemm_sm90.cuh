@@ -28,7 +28,7 @@
 // generator), adds 128 x 256 for the calls where sm90_wide_tile_pays: each tile then moves half
 // as many A bytes per flop, as long as there are tiles enough for every SM. Under "auto" too, a
 // module with a GEMM whose constant K is at least kSm90StreamKMinK (TILEFOUNDRY_SM90_STREAM_K)
-// runs the calls with fewer 128 x 128 tiles than SMs (M = 16 or 128 against a 4096-wide weight)
+// runs the calls with fewer 128 x 128 tiles than SMs (M = 128 against a long K)
 // on CUTLASS's stream-K scheduler: CTAs share the K extent of the few tiles and add their
 // partials in a fixed order (the scheduler's deterministic reduction), so every SM streams.
 #ifndef TILEFOUNDRY_SM90_TILE_M
@@ -107,7 +107,11 @@ inline bool sm90_wide_tile_pays(int64_t batch, int64_t M, int64_t N, int64_t K) 
   return batch * ((M + 127) / 128) * ((N + 255) / 256) >= device_facts().sms;
 }
 
-inline constexpr int64_t kSm90StreamKMinK = 2048;  // K from which stream-K may serve a call
+// K from which stream-K may serve a call. On the H200 (bench.gpu, M = 128, 2026-11-30) it took
+// Qwen3-8B's down projection (K = 12288, 32 tiles) from 60.4 to 42.5 us, and lost wherever K was
+// 2048-4096 (Qwen3-1.7B's q: 13.5 -> 17.4 us; Qwen3-8B's q: 23.3 -> 24.7): there the ordered
+// reduction of the partial tiles costs more than the idle SMs.
+inline constexpr int64_t kSm90StreamKMinK = 8192;
 
 /// Whether stream-K serves the problem: fewer 128 x 128 tiles than SMs, so a data-parallel grid
 /// would leave SMs idle, along a K of at least kSm90StreamKMinK to share out.
