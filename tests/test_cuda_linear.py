@@ -4,9 +4,10 @@ Planning drops the transpose copy of w when the target has a GEMM atom reading B
 has one per tier; the cpu target has none, so its program is unchanged). nvcc builds the module
 here (one translation unit with the sm90 collective, cached for the module); on a GPU every
 tier of the K-major atom is checked against torch: sm90 collective and skinny (M <= 8) in the
-default build, mma.sync and skinny in an sm_80 build, SIMT for K off 8 and for f32. `wide` (N = K
-= 4096) makes the default build hold the sm90 collective's 128 x 256 tile too (gemm_tile="auto"),
-so the one nvcc build covers both tiles, and the GPU test sees each call take the tile it asks for.
+default build, mma.sync and skinny in an sm_80 build, SIMT for K off 8 and for f32. `wide` (N = 4096,
+K = 8192) makes the default build hold the sm90 collective's 128 x 256 tile and its stream-K
+scheduler too (gemm_tile="auto"), so the one nvcc build covers all three, and the GPU test sees
+each call take the kernel it asks for.
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ class Linears:
         return xr @ tf.transpose(wr, (1, 0)), xf @ tf.transpose(wf, (1, 0))
 
     @func
-    def wide(xw: Tensor[(M, 4096), bf16], ww: ConstTensor[(4096, 4096), bf16]):
-        # N and K of 4096: under gemm_tile="auto" the module holds the 128 x 256 collective too.
+    def wide(xw: Tensor[(M, 8192), bf16], ww: ConstTensor[(4096, 8192), bf16]):
+        # N of 4096, K of 8192: under gemm_tile="auto" the module holds the 128 x 256 collective
+        # and stream-K too.
         return xw @ tf.transpose(ww, (1, 0))
 
 
@@ -93,12 +95,13 @@ def test_cpu_keeps_the_copy_and_its_row_major_atom() -> None:
 
 
 def test_the_k_major_gemm_compiles_with_nvcc(built: tuple[Any, str]) -> None:
-    """nvcc builds every tier of the K-major atom (sm90 collective at both of "auto"'s tiles, skinny,
-    mma.sync, SIMT) into one .so."""
+    """nvcc builds every tier of the K-major atom (sm90 collective at both of "auto"'s tiles and with
+    stream-K, skinny, mma.sync, SIMT) into one .so."""
     linked, source = built
     assert linked.library.is_file() and linked.library.stat().st_size > 0
     assert set(linked.entries) == {"linear", "ragged", "wide"}
     assert "#define TILEFOUNDRY_SM90_WIDE_TILE 1\n" in source
+    assert "#define TILEFOUNDRY_SM90_STREAM_K 1\n" in source
 
 
 # ---------------------------------------------------------------- on a GPU
@@ -158,16 +161,16 @@ def test_linear_sm80_build_matches_torch_on_gpu(tmp_path, monkeypatch) -> None:
 
 @pytest.mark.gpu
 def test_auto_tile_runs_the_collective_each_call_asks_for_on_gpu(linked) -> None:
-    """`wide` runs 128 x 256 at M = 2048 (256 such tiles fill the SMs) and 128 x 128 at M = 200 (32
-    would not): two different CUTLASS kernels, each matching torch on fresh data."""
+    """`wide` runs 128 x 256 at M = 2048 (256 such tiles fill the SMs) and stream-K at M = 200 (not
+    even its 64 tiles of 128 x 128 would): two different CUTLASS kernels, each matching torch."""
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the sm90 collective runs on sm_90 only")
     body = CompiledFunction(load_linked_module(linked, "wide"), False)
     gen = torch.Generator().manual_seed(13)
-    w = (torch.randn(4096, 4096, generator=gen) / 64).to(torch.bfloat16).cuda()
+    w = (torch.randn(4096, 8192, generator=gen) / 90).to(torch.bfloat16).cuda()
     kernels = []
     for n in (2048, 200):
-        x = torch.randn(n, 4096, generator=gen).to(torch.bfloat16).cuda()
+        x = torch.randn(n, 8192, generator=gen).to(torch.bfloat16).cuda()
         body(x, w)
         torch.cuda.synchronize()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tilefoundry.codegen.cuda.gemm_atom import WIDE_TILE_MIN_NK
+from tilefoundry.codegen.cuda.gemm_atom import STREAM_K_MIN_K, WIDE_TILE_MIN_NK
 from tilefoundry.codegen.cuda.options import GEMM_TILE
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, tf
 from tilefoundry.ir.errors import PlanError
 
 T = DimVar("T", 1, 4097)
 WIDE = "#define TILEFOUNDRY_SM90_WIDE_TILE 1\n"
+STREAM_K = "#define TILEFOUNDRY_SM90_STREAM_K 1\n"
 SM90_HEADER = (
     Path(__file__).resolve().parents[3] / "cpp/runtime/include/tilefoundry/runtime/cuda/atoms/gemm_sm90.cuh"
 )
@@ -32,6 +33,11 @@ def wide(x: Tensor[(T, 4096), bf16], w: ConstTensor[(4096, 4096), bf16]):
 
 @func
 def wide_n_short_k(x: Tensor[(T, 2048), bf16], w: ConstTensor[(8192, 2048), bf16]):
+    return x @ tf.transpose(w, (1, 0))
+
+
+@func
+def long_k(x: Tensor[(T, 8192), bf16], w: ConstTensor[(1024, 8192), bf16]):
     return x @ tf.transpose(w, (1, 0))
 
 
@@ -60,10 +66,22 @@ def test_auto_adds_the_wide_tile_only_where_n_and_k_are_large(cuda_source) -> No
     assert WIDE not in fixed and "#define TILEFOUNDRY_SM90_TILE_N 256\n" in fixed
 
 
-def test_the_wide_tile_threshold_is_the_runtimes() -> None:
-    """The code generator instantiates the wide tile for exactly the N and K the runtime may use it at."""
-    match = re.search(r"kSm90WideMinNK = (\d+);", SM90_HEADER.read_text())
-    assert match is not None and int(match.group(1)) == WIDE_TILE_MIN_NK
+def test_auto_adds_stream_k_only_where_k_is_long(cuda_source) -> None:
+    """Under "auto" a module gets the stream-K collective when some GEMM's constant K reaches the
+    threshold (K = 8192 here, not 256, 2048 or 4096); a fixed tile runs the data-parallel grid alone."""
+    assert STREAM_K in cuda_source(long_k)
+    for short in (proj, wide_n_short_k, wide):
+        assert STREAM_K not in cuda_source(short), short.name
+    assert STREAM_K not in cuda_source(long_k, {"gemm_tile": "128x128"})
+
+
+def test_the_variants_thresholds_are_the_runtimes() -> None:
+    """The code generator instantiates the wide tile and stream-K for exactly the N and K the
+    runtime may use them at."""
+    header = SM90_HEADER.read_text()
+    for name, value in (("kSm90WideMinNK", WIDE_TILE_MIN_NK), ("kSm90StreamKMinK", STREAM_K_MIN_K)):
+        match = re.search(rf"{name} = (\d+);", header)
+        assert match is not None and int(match.group(1)) == value, name
 
 
 def test_the_tile_only_matters_where_the_collective_is_built(cuda_source) -> None:

@@ -40,9 +40,10 @@ GEMM_DTYPES = ("f32", "bf16", "f16")
 # The runtime's GemmLayout for each (A major, B major) of a proved region: r row-major, c
 # column-major, for A, B and C in turn; also the suffix of the catalog atom's name.
 GEMM_LAYOUTS = {("K", "N"): "rrr", ("K", "K"): "rcr"}
-# N and K from which the sm90 collective may take its 128 x 256 tile (atoms/gemm_sm90.cuh's
-# kSm90WideMinNK; a test holds the two equal).
+# N and K from which the sm90 collective may take its 128 x 256 tile, and K from which it may
+# run stream-K (atoms/gemm_sm90.cuh's kSm90WideMinNK and kSm90StreamKMinK; a test holds them equal).
 WIDE_TILE_MIN_NK = 4096
+STREAM_K_MIN_K = 8192
 
 def _gemm_recheck(r: Realization) -> None:
     atom = r.body
@@ -70,18 +71,29 @@ def _gemm_recheck(r: Realization) -> None:
             )
 
 
+def _at_least(e: Expr | None, bound: int) -> bool:
+    return isinstance(e, Const) and int(e.value) >= bound
+
+
+def _sm90_call(r: Realization) -> AtomCall | None:
+    atom = r.body
+    return atom if isinstance(atom, AtomCall) and atom.atom.startswith("sm90_gemm_") else None
+
+
 def may_take_wide_tile(r: Realization) -> bool:
     """Whether an sm90 GEMM call of `r` may run the 128 x 256 tile under gemm_tile="auto": some
     member's N and K are constants of at least WIDE_TILE_MIN_NK (the runtime decides per call)."""
-    atom = r.body
-    if not isinstance(atom, AtomCall) or not atom.atom.startswith("sm90_gemm_"):
+    atom = _sm90_call(r)
+    if atom is None or not _at_least(atom.params.get("k"), WIDE_TILE_MIN_NK):
         return False
-    k = atom.params.get("k")
+    return any(_at_least(member.n, WIDE_TILE_MIN_NK) for member in gemm_members(atom))
 
-    def large(e: Expr | None) -> bool:
-        return isinstance(e, Const) and int(e.value) >= WIDE_TILE_MIN_NK
 
-    return large(k) and any(large(member.n) for member in gemm_members(atom))
+def may_take_stream_k(r: Realization) -> bool:
+    """Whether an sm90 GEMM call of `r` may run stream-K under gemm_tile="auto": its K is a
+    constant of at least STREAM_K_MIN_K (the runtime decides per call, from M and N)."""
+    atom = _sm90_call(r)
+    return atom is not None and _at_least(atom.params.get("k"), STREAM_K_MIN_K)
 
 
 def _layout_mismatch(name: str, region: GemmRegion) -> str | None:

@@ -20,7 +20,8 @@ ATTENTION = Option(
 GEMM_TILE = Option(
     "gemm_tile", ("auto", "128x128", "128x256", "256x128"), "auto",
     "CTA tile (M x N) of the sm90 GEMM collective for every GEMM of the module, a knob for `autotune`; "
-    "auto: 128x128, and 128x256 per call where N, K >= 4096 and its tiles fill the GPU",
+    "auto: per call 128x128, 128x256 where N, K >= 4096 and its tiles fill the GPU, stream-K where "
+    "K >= 8192 and the 128x128 tiles do not",
     NAME,
 )
 BATCH_LAUNCHES = Option(

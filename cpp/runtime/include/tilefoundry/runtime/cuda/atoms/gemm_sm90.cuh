@@ -26,7 +26,11 @@
 // a knob for the autotuner. Its default, "auto", keeps 128 x 128 and, in a module with a GEMM
 // whose N and K are both at least kSm90WideMinNK (TILEFOUNDRY_SM90_WIDE_TILE, defined by the code
 // generator), adds 128 x 256 for the calls where sm90_wide_tile_pays: each tile then moves half
-// as many A bytes per flop, as long as there are tiles enough for every SM.
+// as many A bytes per flop, as long as there are tiles enough for every SM. Under "auto" too, a
+// module with a GEMM whose constant K is at least kSm90StreamKMinK (TILEFOUNDRY_SM90_STREAM_K)
+// runs the calls with fewer 128 x 128 tiles than SMs (M = 128 against a long K)
+// on CUTLASS's stream-K scheduler: CTAs share the K extent of the few tiles and add their
+// partials in a fixed order (the scheduler's deterministic reduction), so every SM streams.
 #ifndef TILEFOUNDRY_SM90_TILE_M
 #define TILEFOUNDRY_SM90_TILE_M 128
 #endif
@@ -50,7 +54,8 @@ inline Stride packed_stride(int64_t rows, int64_t cols) {
   return s;
 }
 
-template <class T, bool BKMajor, int TileM = TILEFOUNDRY_SM90_TILE_M, int TileN = TILEFOUNDRY_SM90_TILE_N>
+template <class T, bool BKMajor, int TileM = TILEFOUNDRY_SM90_TILE_M, int TileN = TILEFOUNDRY_SM90_TILE_N,
+          class Scheduler = void>
 struct Sm90Gemm {
   using Element = T;
   using Layout = cutlass::layout::RowMajor;
@@ -70,7 +75,7 @@ struct Sm90Gemm {
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
       cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
 
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue, Scheduler>;
   using Device = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
   static typename Device::Arguments arguments(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N,
@@ -102,12 +107,30 @@ inline bool sm90_wide_tile_pays(int64_t batch, int64_t M, int64_t N, int64_t K) 
   return batch * ((M + 127) / 128) * ((N + 255) / 256) >= device_facts().sms;
 }
 
+// K from which stream-K may serve a call. On the H200 (bench.gpu, M = 128, 2026-11-30) it took
+// Qwen3-8B's down projection (K = 12288, 32 tiles) from 60.4 to 42.5 us, and lost wherever K was
+// 2048-4096 (Qwen3-1.7B's q: 13.5 -> 17.4 us; Qwen3-8B's q: 23.3 -> 24.7): there the ordered
+// reduction of the partial tiles costs more than the idle SMs.
+inline constexpr int64_t kSm90StreamKMinK = 8192;
+
+/// Whether stream-K serves the problem: fewer 128 x 128 tiles than SMs, so a data-parallel grid
+/// would leave SMs idle, along a K of at least kSm90StreamKMinK to share out.
+inline bool sm90_stream_k_pays(int64_t batch, int64_t M, int64_t N, int64_t K) {
+  if (K < kSm90StreamKMinK) return false;
+  return batch * ((M + 127) / 128) * ((N + 127) / 128) < device_facts().sms;
+}
+
 /// `f(Sm90Gemm<...>{})` with the collective that serves the problem; fits, workspace and run ask
 /// it in turn, so all three agree.
 template <class T, bool BKMajor, class F>
 inline decltype(auto) with_sm90_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, F&& f) {
 #if defined(TILEFOUNDRY_SM90_WIDE_TILE)
   if (sm90_wide_tile_pays(batch, M, N, K)) return f(Sm90Gemm<T, BKMajor, 128, 256>{});
+#endif
+#if defined(TILEFOUNDRY_SM90_STREAM_K)
+  if (sm90_stream_k_pays(batch, M, N, K)) {
+    return f(Sm90Gemm<T, BKMajor, TILEFOUNDRY_SM90_TILE_M, TILEFOUNDRY_SM90_TILE_N, cutlass::gemm::StreamKScheduler>{});
+  }
 #endif
   return f(Sm90Gemm<T, BKMajor>{});
 }
