@@ -17,7 +17,7 @@ parallel=()
 if python3 -c "import xdist" 2>/dev/null; then
   parallel=(-n "${TILEFOUNDRY_GPU_JOBS:-8}" --dist loadfile)
 fi
-python3 -m pytest -m gpu -p no:cacheprovider -rfE "${parallel[@]}" "$@" packages tests 2>&1 | tee /tmp/tilefoundry-gpu-tests.log
+python3 -m pytest -m gpu -p no:cacheprovider -rfE --durations=15 "${parallel[@]}" "$@" packages tests 2>&1 | tee /tmp/tilefoundry-gpu-tests.log
 status=${PIPESTATUS[0]}
 echo "gpu suite: $(tail -n 1 /tmp/tilefoundry-gpu-tests.log) (exit $status) on $(date -u +%F)"
 exit "$status"

@@ -28,7 +28,7 @@ from tilefoundry.ir.tile.expr import Const, Expr, Load, Var, mul, transform
 from tilefoundry.ir.tile.stmt import AtomCall, Kernel, Program, map_exprs
 
 from .atoms import AtomKind, register
-from .gemm_prologue import construct, group_init, prologue_code, staged_flag
+from .gemm_prologue import construct, group_init, realized_prologue, staged_flag
 from .kernels import dim_names, functor_name, kernel_args, kernel_params
 from .realize import Realization
 from .serial import SerialCode
@@ -153,7 +153,7 @@ def _gemm_device(program: Program, r: Realization) -> list[str]:
     assert isinstance(atom, AtomCall)
     out = _epilogue_device(program, r)
     if atom.prologue is not None:
-        code = prologue_code(program, atom, r.reassociate, r.vectorize)
+        code = realized_prologue(program, r)
         out += list(code.lines) or [f"// prologue {atom.prologue.name}: always launched: {code.refusal}"]
     return out
 
@@ -164,7 +164,7 @@ def _prologue_args(program: Program, r: Realization) -> tuple[list[str], str]:
     assert isinstance(atom, AtomCall)
     if atom.prologue is None:
         return [], ""
-    code = prologue_code(program, atom, r.reassociate, r.vectorize)
+    code = realized_prologue(program, r)
     if code.refusal is not None:
         return [], ""
     return [f"  {construct(program, atom, code)}"], f", pro_, {staged_flag(atom.prologue)}"

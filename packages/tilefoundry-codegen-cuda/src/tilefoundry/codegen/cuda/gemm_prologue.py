@@ -18,6 +18,7 @@ the kernel: the flag is then false at compile time, and a decision says why.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 from tilefoundry.ir.plan.gemm_groups import gemm_members
@@ -53,7 +54,22 @@ def staged_flag(p: Kernel) -> str:
     return f"{p.name}_staged_"
 
 
-def prologue_code(program: Program, atom: AtomCall, reassociate: bool, vectorize: bool) -> PrologueCode:
+# The prologue's code of each atom realization, computed once for its three readers (the device
+# functor, the call's arguments, the host gate); held weakly, so it dies with the realization.
+_REALIZED: weakref.WeakKeyDictionary[Realization, PrologueCode] = weakref.WeakKeyDictionary()
+
+
+def realized_prologue(program: Program, r: Realization) -> PrologueCode:
+    """The functor of the prologue of `r` (an atom realization whose AtomCall has one)."""
+    code = _REALIZED.get(r)
+    if code is None:
+        atom = r.body
+        assert isinstance(atom, AtomCall)
+        code = _REALIZED[r] = _prologue_code(program, atom, r.reassociate, r.vectorize)
+    return code
+
+
+def _prologue_code(program: Program, atom: AtomCall, reassociate: bool, vectorize: bool) -> PrologueCode:
     """The functor of `atom`'s prologue under the options `reassociate` and `vectorize`."""
     p = atom.prologue
     assert p is not None
@@ -150,6 +166,6 @@ def gates(program: Program, atoms: list[Realization], cx: CExpr) -> dict[int, li
             continue
         layout = f"GemmLayout::{atom.atom.rsplit('_', 1)[1]}"
         members = len(gemm_members(atom)) if atom.epilogue is not None else 0
-        code = prologue_code(program, atom, r.reassociate, r.vectorize)
+        code = realized_prologue(program, r)
         out[id(atom.prologue)] = gate(atom, layout, members, cx, code)
     return out
