@@ -145,6 +145,8 @@ def _pack_uniform(e: Expr, var: str, moving: set[str], lanes: int) -> bool:
         return False
     edge = c - s + (1 if op in ("le", "gt") else 0)
     return edge % lanes == 0
+
+
 def _last_extent(b: Buffer) -> int | None:
     d = b.shape[-1] if b.shape else None
     return d if isinstance(d, int) else None
