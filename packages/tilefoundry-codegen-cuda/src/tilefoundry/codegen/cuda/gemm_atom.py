@@ -45,6 +45,7 @@ GEMM_LAYOUTS = {("K", "N"): "rrr", ("K", "K"): "rcr"}
 WIDE_TILE_MIN_NK = 4096
 STREAM_K_MIN_K = 8192
 
+
 def _gemm_recheck(r: Realization) -> None:
     atom = r.body
     assert isinstance(atom, AtomCall)
