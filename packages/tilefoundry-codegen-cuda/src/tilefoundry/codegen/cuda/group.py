@@ -21,12 +21,12 @@ order, so the value is the ordered one). Inside a shared-out loop everything is 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tilefoundry.ir.dtypes import DType
 from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.plan.binding import simple_fold
-from tilefoundry.ir.tile.cexpr import cname, ctype
+from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
 from tilefoundry.ir.tile.expr import Const, Expr, free_vars, mul
 from tilefoundry.ir.tile.stmt import (
     Alloc,
@@ -43,6 +43,7 @@ from tilefoundry.ir.tile.stmt import (
     walk_stmts,
 )
 
+from .row_registers import Holding, Walk, hold_rows, trips
 from .serial import SerialCode, indent, largest_count
 from .vector import PackCode, PackPlan, plan_packs
 
@@ -125,6 +126,9 @@ class GroupCode:
         self.packed: list[PackPlan] = []
         self.ws_types: dict[str, DType] = {}
         self.shared: list[Buffer] = []
+        self.walks: list[Walk] = []
+        self.holding = Holding()
+        self.nest = 0  # branches and uniform loops around the statement being emitted
 
     # ------------------------------------------------------------ what would be shared out
 
@@ -154,8 +158,57 @@ class GroupCode:
 
     # ------------------------------------------------------------ emission
 
+    def instance(self, body: Stmt, depth: int, names: Mapping[str, str]) -> list[str]:
+        """Lines of one instance's `body`; packs its walks read again are held in registers
+        (row_registers), declared first."""
+        if self.vectorize:
+            dry = GroupCode(self.serial, self.group, self.read_back, self.reassociate, True)
+            dry.stmt(body, depth, names)
+            self.holding = hold_rows(dry.walks, body, self.group)
+        lines = self.stmt(body, depth, names)
+        return indent([r.declaration() for r in self.holding.rows], depth) + lines
+
     def sync(self, depth: int) -> list[str]:
         return indent([f"group_sync<{self.group}>();"], depth)
+
+    def nested(self, s: Stmt, depth: int, names: Mapping[str, str]) -> list[str]:
+        """Lines of `s` under a branch or a uniform loop: no walk there is at the top level."""
+        self.nest += 1
+        try:
+            return self.stmt(s, depth, names)
+        finally:
+            self.nest -= 1
+
+    def pack_loop(
+        self, var: str, extent: Expr, plan: PackPlan, number: int, cx: CExpr
+    ) -> tuple[list[str], PackCode, int]:
+        """Head lines of a shared loop moving `plan`'s packs, its PackCode and the braces to close.
+
+        A top-level walk with a static extent is recorded; one holding rows runs its `trips`
+        packs as a fully unrolled count, so each pack's held registers are indexed statically.
+        """
+        g, n, base = self.group, plan.lanes, f"{var}_b"
+        e = extent.value if isinstance(extent, Const) and isinstance(extent.value, int) else None
+        if self.nest == 0 and e is not None:
+            self.walks.append(Walk(number, plan, e))
+        held = self.holding.walks.get(number, {}) if e is not None else {}
+        if not held:
+            head = f"for (int64_t {base} = lane_ * {n}; {base} < {cx(extent)}; {base} += {g * n}) {{"
+            return [head], PackCode(plan, base), 1
+        count = f"{var}_i"
+        named = {name: f"{row.name}[{count}]" for name, (row, _) in held.items()}
+        plan = replace(plan, loads=tuple(replace(a, name=named.get(a.name, a.name)) for a in plan.loads))
+        lines = [
+            "#pragma unroll",
+            f"for (int {count} = 0; {count} < {trips(e, g, n)}; ++{count}) {{",  # type: ignore[arg-type]
+            f"  const int64_t {base} = lane_ * {n} + {count} * {g * n};",
+        ]
+        close = 1
+        if e % (g * n):  # type: ignore[operator]
+            lines.append(f"  if ({base} < {e}) {{")
+            close = 2
+        fills = {named[name]: fill for name, (_, fill) in held.items()}
+        return lines, PackCode(plan, base, fills), close
 
     def stmt(self, s: Stmt, depth: int, names: Mapping[str, str]) -> list[str]:
         """Lines of `s` at `depth`, every lane running them."""
@@ -172,9 +225,9 @@ class GroupCode:
             return out + (self.sync(depth) if id(s.buffer) in self.read_back else [])
         if isinstance(s, If):
             cx = self.serial.cx(names)
-            out = indent([f"if ({cx(s.cond)}) {{"], depth) + self.stmt(s.then, depth + 1, names)
+            out = indent([f"if ({cx(s.cond)}) {{"], depth) + self.nested(s.then, depth + 1, names)
             if s.orelse is not None:
-                out += indent(["} else {"], depth) + self.stmt(s.orelse, depth + 1, names)
+                out += indent(["} else {"], depth) + self.nested(s.orelse, depth + 1, names)
             return out + indent(["}"], depth)
         if isinstance(s, Alloc):
             return self.alloc(s, depth, names)
@@ -187,7 +240,7 @@ class GroupCode:
                     return self.share_reduce(chain, depth, names)
             cx = self.serial.cx(names)
             head = f"for (int64_t {s.var} = 0; {s.var} < {cx(s.extent)}; ++{s.var}) {{  // uniform"
-            return indent([head], depth) + self.stmt(s.body, depth + 1, names) + indent(["}"], depth)
+            return indent([head], depth) + self.nested(s.body, depth + 1, names) + indent(["}"], depth)
         raise PlanError(
             f"cuda: kernel {self.serial.kernel}: a {type(s).__name__} cannot run in a cooperating group",
             where=self.serial.kernel,
@@ -215,13 +268,10 @@ class GroupCode:
         self.loops += 1
         if isinstance(plan, PackPlan):
             self.packed.append(plan)
-            base = f"{loop.var}_b"
-            n = plan.lanes
-            code = PackCode(plan, base)
-            head = f"for (int64_t {base} = lane_ * {n}; {base} < {cx(loop.extent)}; {base} += {g * n}) {{"
+            head, code, close = self.pack_loop(loop.var, loop.extent, plan, self.loops - 1, cx)
             body = code.prologue(cx, loop.body) + code.lanes(loop.body, cx) + code.epilogue(cx)
-            out += indent([f"// {loop.var}: shared out in 16-byte packs of {n}", head], depth)
-            out += indent(body, depth + 1) + indent(["}"], depth)
+            out += indent([f"// {loop.var}: shared out in 16-byte packs of {plan.lanes}", *head], depth)
+            out += indent(body, depth + close) + indent(_closing(close), depth)
         else:
             head = f"for (int64_t {loop.var} = lane_; {loop.var} < {cx(loop.extent)}; {loop.var} += {g}) {{"
             out += indent([f"// {loop.var}: shared out over {g} lanes", head], depth)
@@ -244,14 +294,12 @@ class GroupCode:
         self.loops += 1
         if isinstance(plan, PackPlan):
             self.packed.append(plan)
-            base, n = f"{first.var}_b", plan.lanes
-            code = PackCode(plan, base)
+            head, code, close = self.pack_loop(first.var, first.extent, plan, self.loops - 1, cx)
             lane_cx = self.serial.cx(lane_names)
-            out.append(f"  // {first.var}: partial carries over {g} lanes in 16-byte packs of {n}")
-            out.append(
-                f"  for (int64_t {base} = lane_ * {n}; {base} < {cx(first.extent)}; {base} += {g * n}) {{"
-            )
-            out += [*indent(code.prologue(lane_cx, chain.body) + code.lanes(chain.body, lane_cx), 2), "  }"]
+            out.append(f"  // {first.var}: partial carries over {g} lanes in 16-byte packs of {plan.lanes}")
+            out += indent(head, 1)
+            out += indent(code.prologue(lane_cx, chain.body) + code.lanes(chain.body, lane_cx), 1 + close)
+            out += indent(_closing(close), 1)
         else:
             total = Const(1)
             for c in chain.loops:
@@ -276,6 +324,11 @@ class GroupCode:
             out.append(f"  {acc} = {update};")
         out.append("}")
         return indent(out, depth)
+
+
+def _closing(braces: int) -> list[str]:
+    """The lines closing `braces` nested blocks, innermost first."""
+    return ["  " * k + "}" for k in range(braces - 1, -1, -1)]
 
 
 def group_packs(kernel: str, body: Stmt, group: int, reassociate: bool) -> tuple[PackPlan, ...]:

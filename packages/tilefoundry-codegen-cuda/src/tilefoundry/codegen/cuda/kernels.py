@@ -218,7 +218,7 @@ def rows_body(program: Program, r: Realization, packed: bool, ctas: Span) -> lis
     cx = serial.cx()
     read = {id(ld.buffer) for s in walk_stmts(r.body) for e in stmt_exprs(s) for ld in loads(e)}
     group = GroupCode(serial, r.group, read, r.reassociate, packed)
-    body = group.stmt(r.body, 2, {})
+    body = group.instance(r.body, 2, {})
     slots = r.threads // r.group
     out = []
     for b in _unique(group.shared):

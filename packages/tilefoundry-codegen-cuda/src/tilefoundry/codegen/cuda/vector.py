@@ -24,7 +24,7 @@ of the body stay per-lane scalar loads. Stores must all be packed: a pack is wri
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
@@ -248,11 +248,14 @@ class PackCode:
     Args:
         plan: the proved plan.
         base: the C++ variable holding the pack's first `var` value (a multiple of `plan.lanes`).
+        held: loads whose lane arrays are held rows (row_registers), by name: True where this
+            loop loads the row, False where it only reads what an earlier loop loaded.
     """
 
-    def __init__(self, plan: PackPlan, base: str):
+    def __init__(self, plan: PackPlan, base: str, held: Mapping[str, bool] | None = None):
         self.plan = plan
         self.base = base
+        self.held = dict(held or {})
 
     def _at_base(self, e: Expr) -> Expr:
         return substitute(e, {self.plan.var: Var(self.base)})
@@ -276,6 +279,9 @@ class PackCode:
         ]
         for a in self.plan.loads:
             load = f"load_pack<{n}>({self._at(cx, a)}, {a.name});"
+            if a.name in self.held:
+                out += [load] if self.held[a.name] else []
+                continue
             out += [
                 f"{ctype(a.buffer.dtype)} {a.name}[{n}];",
                 f"if ({self._when(cx, a.guard)}) {load}" if a.guard else load,
