@@ -5,7 +5,7 @@ from __future__ import annotations
 from tilefoundry.codegen.cuda.group import GroupCode
 from tilefoundry.codegen.cuda.serial import SerialCode
 from tilefoundry.ir.dtypes import f32
-from tilefoundry.ir.tile.expr import Const, Load, Var, binary
+from tilefoundry.ir.tile.expr import Const, Expr, Load, Un, Var, binary
 from tilefoundry.ir.tile.stmt import Assign, Buffer, For, If, Let, Seq, Stmt, Store
 
 I, ACC = Var("i"), Var("acc", f32)
@@ -15,12 +15,16 @@ def _rows(cols: int) -> tuple[Buffer, Buffer]:
     return Buffer("x", f32, (8, cols), "input"), Buffer("y", f32, (8, cols), "output")
 
 
-def _walks(x: Buffer, y: Buffer, branch: bool = False) -> Stmt:
-    """acc = sum of x[i, :], then y[i, j] = x[i, j] * acc: two walks of row i of x."""
+def _walks(x: Buffer, y: Buffer, branch: bool = False, exp: bool = True) -> Stmt:
+    """acc = sum of exp(x[i, :]), then y[i, j] = exp(x[i, j]) * acc: two walks of row i of x
+    applying one transcendental (or, `exp` False, only reading x)."""
     cols = Const(x.shape[1])
-    fold = Assign("acc", binary("add", ACC, Load(x, (I, Var("r")))))
-    total = For("r", cols, fold, "reduce", True, (("acc", "add"),))
-    scale = For("j", cols, Store(y, (I, Var("j")), binary("mul", Load(x, (I, Var("j"))), ACC)))
+
+    def at(j: str) -> Expr:
+        return Un("exp", Load(x, (I, Var(j)))) if exp else Load(x, (I, Var(j)))
+
+    total = For("r", cols, Assign("acc", binary("add", ACC, at("r"))), "reduce", True, (("acc", "add"),))
+    scale = For("j", cols, Store(y, (I, Var("j")), binary("mul", at("j"), ACC)))
     second: Stmt = If(binary("gt", ACC, Const(0.0, f32)), scale) if branch else scale
     return Seq((Let("acc", Const(0.0, f32), mutable=True), total, second))
 
@@ -36,7 +40,13 @@ def test_a_row_two_walks_read_is_loaded_once_and_held() -> None:
     assert text.count("load_pack<4>(b_x") == 1
     assert "load_pack<4>(b_x + (i) * int64_t(4096LL) + r_b, h0_[r_i]);" in text
     assert "for (int j_i = 0; j_i < 4; ++j_i) {\n  const int64_t j_b = lane_ * 4 + j_i * 1024;" in text
-    assert "(h0_[j_i][l_] * acc)" in text
+    assert "(std::exp(h0_[j_i][l_]) * acc)" in text
+
+
+def test_walks_only_reading_a_row_load_it_each() -> None:
+    """Without a transcendental to compute once, holding saves only L1 re-reads: not held."""
+    text = _emit(_walks(*_rows(4096), exp=False))
+    assert "h0_" not in text and text.count("load_pack<4>(b_x") == 2
 
 
 def test_a_row_not_a_multiple_of_the_walk_guards_its_last_packs() -> None:

@@ -180,17 +180,18 @@ class GroupCode:
             self.nest -= 1
 
     def pack_loop(
-        self, var: str, extent: Expr, plan: PackPlan, number: int, cx: CExpr
+        self, loop: For, plan: PackPlan, number: int, cx: CExpr
     ) -> tuple[list[str], PackCode, int]:
         """Head lines of a shared loop moving `plan`'s packs, its PackCode and the braces to close.
 
         A top-level walk with a static extent is recorded; one holding rows runs its `trips`
         packs as a fully unrolled count, so each pack's held registers are indexed statically.
         """
+        var, extent = loop.var, loop.extent
         g, n, base = self.group, plan.lanes, f"{var}_b"
         e = extent.value if isinstance(extent, Const) and isinstance(extent.value, int) else None
         if self.nest == 0 and e is not None:
-            self.walks.append(Walk(number, plan, e))
+            self.walks.append(Walk(number, plan, e, loop.body))
         held = self.holding.walks.get(number, {}) if e is not None else {}
         if not held:
             head = f"for (int64_t {base} = lane_ * {n}; {base} < {cx(extent)}; {base} += {g * n}) {{"
@@ -268,7 +269,7 @@ class GroupCode:
         self.loops += 1
         if isinstance(plan, PackPlan):
             self.packed.append(plan)
-            head, code, close = self.pack_loop(loop.var, loop.extent, plan, self.loops - 1, cx)
+            head, code, close = self.pack_loop(loop, plan, self.loops - 1, cx)
             body = code.prologue(cx, loop.body) + code.lanes(loop.body, cx) + code.epilogue(cx)
             out += indent([f"// {loop.var}: shared out in 16-byte packs of {plan.lanes}", *head], depth)
             out += indent(body, depth + close) + indent(_closing(close), depth)
@@ -294,7 +295,7 @@ class GroupCode:
         self.loops += 1
         if isinstance(plan, PackPlan):
             self.packed.append(plan)
-            head, code, close = self.pack_loop(first.var, first.extent, plan, self.loops - 1, cx)
+            head, code, close = self.pack_loop(first, plan, self.loops - 1, cx)
             lane_cx = self.serial.cx(lane_names)
             out.append(f"  // {first.var}: partial carries over {g} lanes in 16-byte packs of {plan.lanes}")
             out += indent(head, 1)
