@@ -23,6 +23,8 @@
 
 #include <tilefoundry/runtime/cuda/atoms/gemm_skinny.cuh>
 
+#include "random_fill.cuh"
+
 using namespace tilefoundry::atoms;
 using namespace tilefoundry::atoms::detail;
 using T = cutlass::bfloat16_t;
@@ -35,16 +37,6 @@ struct Shape {
   std::vector<int64_t> n;  // member rows (G = 1: end to end; G > 1: side by side, n[0] each)
   int64_t k;
 };
-
-__global__ void fill_random(T* x, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
-    h ^= h >> 31;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 29;
-    x[i] = T(static_cast<float>(static_cast<int64_t>(h % 2001) - 1000) / 16000.0f);
-  }
-}
 
 /// The GEMV's predecessor: x <- x / rms(x), one CTA (what an RMS norm before a projection costs).
 __global__ void norm_row(T* x, int64_t k) {

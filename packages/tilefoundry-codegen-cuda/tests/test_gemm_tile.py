@@ -1,5 +1,6 @@
 """Option gemm_tile: the sm90 GEMM collective's CTA tile, fixed for a module (a knob for the
-autotuner) or, by default, chosen per call between 128 x 128 and 128 x 256."""
+autotuner) or, by default, chosen per call between 128 x 128, 128 x 256, 64 x 64 ping-pong and
+stream-K."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tilefoundry.codegen.cuda.gemm_atom import STREAM_K_MIN_K, WIDE_TILE_MIN_NK
+from tilefoundry.codegen.cuda.gemm_atom import SMALL_TILE_MAX_M, STREAM_K_MIN_K, WIDE_TILE_MIN_NK
 from tilefoundry.codegen.cuda.options import GEMM_TILE
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, tf
 from tilefoundry.ir.errors import PlanError
@@ -16,6 +17,7 @@ from tilefoundry.ir.errors import PlanError
 T = DimVar("T", 1, 4097)
 WIDE = "#define TILEFOUNDRY_SM90_WIDE_TILE 1\n"
 STREAM_K = "#define TILEFOUNDRY_SM90_STREAM_K 1\n"
+SMALL = "#define TILEFOUNDRY_SM90_SMALL_TILE 1\n"
 SM90_HEADER = (
     Path(__file__).resolve().parents[3] / "cpp/runtime/include/tilefoundry/runtime/cuda/atoms/gemm_sm90.cuh"
 )
@@ -38,6 +40,21 @@ def wide_n_short_k(x: Tensor[(T, 2048), bf16], w: ConstTensor[(8192, 2048), bf16
 
 @func
 def long_k(x: Tensor[(T, 8192), bf16], w: ConstTensor[(1024, 8192), bf16]):
+    return x @ tf.transpose(w, (1, 0))
+
+
+@func
+def tall(x: Tensor[(256, 2048), bf16], w: ConstTensor[(2048, 2048), bf16]):
+    return x @ tf.transpose(w, (1, 0))
+
+
+@func
+def short_m(x: Tensor[(128, 2048), bf16], w: ConstTensor[(2048, 2048), bf16]):
+    return x @ tf.transpose(w, (1, 0))
+
+
+@func
+def very_wide(x: Tensor[(T, 256), bf16], w: ConstTensor[(20480, 256), bf16]):
     return x @ tf.transpose(w, (1, 0))
 
 
@@ -75,11 +92,26 @@ def test_auto_adds_stream_k_only_where_k_is_long(cuda_source) -> None:
     assert STREAM_K not in cuda_source(long_k, {"gemm_tile": "128x128"})
 
 
+def test_auto_adds_the_small_tile_where_m_may_be_short(cuda_source) -> None:
+    """Under "auto" a module gets the 64 x 64 ping-pong collective when some GEMM's M may be at
+    most 128 (a DimVar, or the constant 128) and its N is not so wide that 64 x 64 tiles exceed two
+    waves of an H200's SMs (20480 columns: 320 tiles a 64-row block); a fixed tile means that alone."""
+    assert SMALL in cuda_source(proj) and SMALL in cuda_source(short_m)
+    assert SMALL not in cuda_source(tall)
+    assert SMALL not in cuda_source(very_wide)
+    assert SMALL not in cuda_source(proj, {"gemm_tile": "128x128"})
+
+
 def test_the_variants_thresholds_are_the_runtimes() -> None:
-    """The code generator instantiates the wide tile and stream-K for exactly the N and K the
-    runtime may use them at."""
+    """The code generator instantiates the wide tile, the small tile and stream-K for exactly the
+    M, N and K the runtime may use them at."""
     header = SM90_HEADER.read_text()
-    for name, value in (("kSm90WideMinNK", WIDE_TILE_MIN_NK), ("kSm90StreamKMinK", STREAM_K_MIN_K)):
+    limits = (
+        ("kSm90WideMinNK", WIDE_TILE_MIN_NK),
+        ("kSm90SmallTileMaxM", SMALL_TILE_MAX_M),
+        ("kSm90StreamKMinK", STREAM_K_MIN_K),
+    )
+    for name, value in limits:
         match = re.search(rf"{name} = (\d+);", header)
         assert match is not None and int(match.group(1)) == value, name
 

@@ -277,8 +277,8 @@ def gemm_tile(options: Mapping[str, Any]) -> tuple[int, int] | None:
 
 def _sm90_tile_defines(tile: tuple[int, int] | None, called: list[Realization]) -> list[str]:
     """The macros that set the collective's variants (atoms/gemm_sm90.cuh): a fixed tile other than
-    the collective's own 128 x 128, or under "auto" the 128 x 256 and stream-K variants where a
-    GEMM may take them (each is one more CUTLASS instantiation to compile)."""
+    the collective's own 128 x 128, or under "auto" the 128 x 256, 64 x 64 and stream-K variants
+    where a GEMM may take them (each is one more CUTLASS instantiation to compile)."""
     if tile is not None:
         if tile == (128, 128):
             return []
@@ -286,6 +286,8 @@ def _sm90_tile_defines(tile: tuple[int, int] | None, called: list[Realization]) 
     defines = []
     if any(gemm_atom.may_take_wide_tile(r) for r in called):
         defines.append("#define TILEFOUNDRY_SM90_WIDE_TILE 1")
+    if any(gemm_atom.may_take_small_tile(r) for r in called):
+        defines.append("#define TILEFOUNDRY_SM90_SMALL_TILE 1")
     if any(gemm_atom.may_take_stream_k(r) for r in called):
         defines.append("#define TILEFOUNDRY_SM90_STREAM_K 1")
     return defines

@@ -40,10 +40,15 @@ GEMM_DTYPES = ("f32", "bf16", "f16")
 # The runtime's GemmLayout for each (A major, B major) of a proved region: r row-major, c
 # column-major, for A, B and C in turn; also the suffix of the catalog atom's name.
 GEMM_LAYOUTS = {("K", "N"): "rrr", ("K", "K"): "rcr"}
-# N and K from which the sm90 collective may take its 128 x 256 tile, and K from which it may
-# run stream-K (atoms/gemm_sm90.cuh's kSm90WideMinNK and kSm90StreamKMinK; a test holds them equal).
+# N and K from which the sm90 collective may take its 128 x 256 tile, M up to which it may take
+# the 64 x 64 ping-pong tile, and K from which it may run stream-K (atoms/gemm_sm90.cuh's
+# kSm90WideMinNK, kSm90SmallTileMaxM and kSm90StreamKMinK; a test holds them equal).
 WIDE_TILE_MIN_NK = 4096
+SMALL_TILE_MAX_M = 128
 STREAM_K_MIN_K = 8192
+# The most SMs of an sm_90 part (H100 / H200 SXM): a call whose 64 x 64 tiles exceed two waves of
+# them never takes the small tile (the runtime's sm90_small_tile_pays).
+SM90_MAX_SMS = 132
 
 
 def _gemm_recheck(r: Realization) -> None:
@@ -88,6 +93,22 @@ def may_take_wide_tile(r: Realization) -> bool:
     if atom is None or not _at_least(atom.params.get("k"), WIDE_TILE_MIN_NK):
         return False
     return any(_at_least(member.n, WIDE_TILE_MIN_NK) for member in gemm_members(atom))
+
+
+def may_take_small_tile(r: Realization) -> bool:
+    """Whether an sm90 GEMM call of `r` may run the 64 x 64 ping-pong tile under gemm_tile="auto":
+    its M is not a constant above SMALL_TILE_MAX_M, and some member's N is not a constant with more
+    64-wide columns than two waves of SM90_MAX_SMS (the runtime decides per call, from M and N)."""
+    atom = _sm90_call(r)
+    if atom is None:
+        return False
+    m = atom.params.get("m")
+    if isinstance(m, Const) and int(m.value) > SMALL_TILE_MAX_M:
+        return False
+    return any(
+        not (isinstance(member.n, Const) and -(-int(member.n.value) // 64) > 2 * SM90_MAX_SMS)
+        for member in gemm_members(atom)
+    )
 
 
 def may_take_stream_k(r: Realization) -> bool:

@@ -27,8 +27,11 @@
 // whose N and K are both at least kSm90WideMinNK (TILEFOUNDRY_SM90_WIDE_TILE, defined by the code
 // generator), adds 128 x 256 for the calls where sm90_wide_tile_pays: each tile then moves half
 // as many A bytes per flop, as long as there are tiles enough for every SM. Under "auto" too, a
+// module with a GEMM whose M may be at most kSm90SmallTileMaxM (TILEFOUNDRY_SM90_SMALL_TILE) runs
+// the calls where sm90_small_tile_pays on 64 x 64 tiles with the ping-pong schedule: four times
+// the tiles of 128 x 128, so a short M (a batch of 128 tokens) still feeds every SM. And a
 // module with a GEMM whose constant K is at least kSm90StreamKMinK (TILEFOUNDRY_SM90_STREAM_K)
-// runs the calls with fewer 128 x 128 tiles than SMs (M = 128 against a long K)
+// runs the calls with fewer 128 x 128 tiles than SMs that the small tile does not take
 // on CUTLASS's stream-K scheduler: CTAs share the K extent of the few tiles and add their
 // partials in a fixed order (the scheduler's deterministic reduction), so every SM streams.
 #ifndef TILEFOUNDRY_SM90_TILE_M
@@ -54,8 +57,10 @@ inline Stride packed_stride(int64_t rows, int64_t cols) {
   return s;
 }
 
+/// `Pingpong`: two consumer warpgroups on alternate tiles (TileM may be 64) instead of the
+/// cooperative schedule's two halves of one tile (TileM >= 128).
 template <class T, bool BKMajor, int TileM = TILEFOUNDRY_SM90_TILE_M, int TileN = TILEFOUNDRY_SM90_TILE_N,
-          class Scheduler = void>
+          class Scheduler = void, bool Pingpong = false>
 struct Sm90Gemm {
   using Element = T;
   using Layout = cutlass::layout::RowMajor;
@@ -67,13 +72,16 @@ struct Sm90Gemm {
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, Element, Layout, kAlignment, Element, Layout,
-      kAlignment, cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
+      kAlignment,
+      cute::conditional_t<Pingpong, cutlass::epilogue::TmaWarpSpecialized,
+                          cutlass::epilogue::TmaWarpSpecializedCooperative>>::CollectiveOp;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, Layout, kAlignment, Element, LayoutB, kAlignment,
       float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+      cute::conditional_t<Pingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                          cutlass::gemm::KernelTmaWarpSpecializedCooperative>>::CollectiveOp;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue, Scheduler>;
   using Device = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
@@ -107,6 +115,24 @@ inline bool sm90_wide_tile_pays(int64_t batch, int64_t M, int64_t N, int64_t K) 
   return batch * ((M + 127) / 128) * ((N + 255) / 256) >= device_facts().sms;
 }
 
+// M up to which the 64 x 64 ping-pong tile may serve a call. On the H200 (bench/gpu/kernels/
+// sm90_sweep.cu, M = 128, 2026-11-30) it beat 128 x 128 on every Qwen3 projection with fewer
+// 128 x 128 tiles than SMs whose 64 x 64 tiles fit two waves: 1.7B q 13.3 -> 7.2 us (cuBLAS 6.4),
+// 1.7B down 31.6 -> 13.7 (12.7), 8B q 22.8 -> 13.0 (13.0), 8B down 59.6 -> 31.5 (stream-K 41.8,
+// cuBLAS 32.7); 8B gate_up (384 small tiles) kept 128 x 128: 30.2 against 31.8 us. Larger M
+// was not measured.
+inline constexpr int64_t kSm90SmallTileMaxM = 128;
+
+/// Whether 64 x 64 ping-pong serves the problem: M at most kSm90SmallTileMaxM, fewer 128 x 128
+/// tiles than SMs (SMs would idle) and at most two waves of 64 x 64 tiles.
+inline bool sm90_small_tile_pays(int64_t batch, int64_t M, int64_t N) {
+  if (M > kSm90SmallTileMaxM) return false;
+  int64_t const sms = device_facts().sms;
+  int64_t const large = batch * ((M + 127) / 128) * ((N + 127) / 128);
+  int64_t const small = batch * ((M + 63) / 64) * ((N + 63) / 64);
+  return large < sms && small <= 2 * sms;
+}
+
 // K from which stream-K may serve a call. On the H200 (bench.gpu, M = 128, 2026-11-30) it took
 // Qwen3-8B's down projection (K = 12288, 32 tiles) from 60.4 to 42.5 us, and lost wherever K was
 // 2048-4096 (Qwen3-1.7B's q: 13.5 -> 17.4 us; Qwen3-8B's q: 23.3 -> 24.7): there the ordered
@@ -126,6 +152,9 @@ template <class T, bool BKMajor, class F>
 inline decltype(auto) with_sm90_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, F&& f) {
 #if defined(TILEFOUNDRY_SM90_WIDE_TILE)
   if (sm90_wide_tile_pays(batch, M, N, K)) return f(Sm90Gemm<T, BKMajor, 128, 256>{});
+#endif
+#if defined(TILEFOUNDRY_SM90_SMALL_TILE)
+  if (sm90_small_tile_pays(batch, M, N)) return f(Sm90Gemm<T, BKMajor, 64, 64, void, true>{});
 #endif
 #if defined(TILEFOUNDRY_SM90_STREAM_K)
   if (sm90_stream_k_pays(batch, M, N, K)) {
