@@ -102,6 +102,7 @@ def test_the_k_major_gemm_compiles_with_nvcc(built: tuple[Any, str]) -> None:
     assert set(linked.entries) == {"linear", "ragged", "wide"}
     assert "#define TILEFOUNDRY_SM90_WIDE_TILE 1\n" in source
     assert "#define TILEFOUNDRY_SM90_STREAM_K 1\n" in source
+    assert "#define TILEFOUNDRY_SM90_SMALL_TILE 1\n" in source
 
 
 # ---------------------------------------------------------------- on a GPU
@@ -159,27 +160,35 @@ def test_linear_sm80_build_matches_torch_on_gpu(tmp_path, monkeypatch) -> None:
     _check(linked, "linear", (1, 7, 64, 300), _make_linear)
 
 
+def _cutlass_kernels(linked, name: str, rows: int, k: int, n: int) -> set[str]:
+    """The CUTLASS kernels one call of `name` at M = `rows` launches, after checking its result."""
+    body = CompiledFunction(load_linked_module(linked, name), False)
+    gen = torch.Generator().manual_seed(13 + rows)
+    w = (torch.randn(n, k, generator=gen) / 90).to(torch.bfloat16).cuda()
+    x = torch.randn(rows, k, generator=gen).to(torch.bfloat16).cuda()
+    body(x, w)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        y = body(x, w)
+        torch.cuda.synchronize()
+    torch.testing.assert_close(y.float(), _torch_linear(x, w).float(), rtol=2e-2, atol=2e-2)
+    cuda = torch.autograd.DeviceType.CUDA
+    return {e.name for e in prof.events() if e.device_type == cuda and "cutlass" in e.name}
+
+
 @pytest.mark.gpu
 def test_auto_tile_runs_the_collective_each_call_asks_for_on_gpu(linked) -> None:
     """`wide` runs 128 x 256 at M = 2048 (256 such tiles fill the SMs) and stream-K at M = 200 (not
-    even its 64 tiles of 128 x 128 would): two different CUTLASS kernels, each matching torch."""
+    even its 64 tiles of 128 x 128 would); `linear` runs 64 x 64 ping-pong at M = 64 (48 tiles of
+    128 x 128, 96 of 64 x 64) and 128 x 128 at M = 300: four CUTLASS kernels, each matching torch."""
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the sm90 collective runs on sm_90 only")
-    body = CompiledFunction(load_linked_module(linked, "wide"), False)
-    gen = torch.Generator().manual_seed(13)
-    w = (torch.randn(4096, 8192, generator=gen) / 90).to(torch.bfloat16).cuda()
-    kernels = []
-    for n in (2048, 200):
-        x = torch.randn(n, 8192, generator=gen).to(torch.bfloat16).cuda()
-        body(x, w)
-        torch.cuda.synchronize()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            y = body(x, w)
-            torch.cuda.synchronize()
-        cuda = torch.autograd.DeviceType.CUDA
-        kernels.append({e.name for e in prof.events() if e.device_type == cuda and "cutlass" in e.name})
-        torch.testing.assert_close(y.float(), _torch_linear(x, w).float(), rtol=2e-2, atol=2e-2)
-    assert len(kernels[0]) == len(kernels[1]) == 1 and kernels[0] != kernels[1]
+    wide = [_cutlass_kernels(linked, "wide", m, 8192, 4096) for m in (2048, 200)]
+    linear = [_cutlass_kernels(linked, "linear", m, 2048, 6144) for m in (64, 300)]
+    kernels = [*wide, *linear]
+    assert all(len(k) == 1 for k in kernels) and len(set.union(*kernels)) == 4
+    small, square = (next(iter(k)) for k in linear)
+    assert "Pingpong" in small and "Pingpong" not in square
 
 
 @pytest.mark.gpu
