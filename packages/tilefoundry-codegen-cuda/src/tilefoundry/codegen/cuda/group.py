@@ -192,8 +192,8 @@ class GroupCode:
         e = extent.value if isinstance(extent, Const) and isinstance(extent.value, int) else None
         if self.nest == 0 and e is not None:
             self.walks.append(Walk(number, plan, e, loop.body))
-        held = self.holding.walks.get(number, {}) if e is not None else {}
-        if not held:
+        held = self.holding.walks.get(number, {})
+        if e is None or not held:
             head = f"for (int64_t {base} = lane_ * {n}; {base} < {cx(extent)}; {base} += {g * n}) {{"
             return [head], PackCode(plan, base), 1
         count = f"{var}_i"
@@ -201,11 +201,11 @@ class GroupCode:
         plan = replace(plan, loads=tuple(replace(a, name=named.get(a.name, a.name)) for a in plan.loads))
         lines = [
             "#pragma unroll",
-            f"for (int {count} = 0; {count} < {trips(e, g, n)}; ++{count}) {{",  # type: ignore[arg-type]
+            f"for (int {count} = 0; {count} < {trips(e, g, n)}; ++{count}) {{",
             f"  const int64_t {base} = lane_ * {n} + {count} * {g * n};",
         ]
         close = 1
-        if e % (g * n):  # type: ignore[operator]
+        if e % (g * n):
             lines.append(f"  if ({base} < {e}) {{")
             close = 2
         fills = {named[name]: fill for name, (_, fill) in held.items()}
