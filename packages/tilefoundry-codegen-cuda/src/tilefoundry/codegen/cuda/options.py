@@ -20,8 +20,8 @@ ATTENTION = Option(
 GEMM_TILE = Option(
     "gemm_tile", ("auto", "128x128", "128x256", "256x128"), "auto",
     "CTA tile (M x N) of the sm90 GEMM collective for every GEMM of the module, a knob for `autotune`; "
-    "auto: per call 128x128, 128x256 where N, K >= 4096 and its tiles fill the GPU, stream-K where "
-    "K >= 8192 and the 128x128 tiles do not",
+    "auto: per call 128x128, 128x256 where N, K >= 4096 and its tiles fill the GPU, 64x64 ping-pong "
+    "where M <= 128 and the 128x128 tiles do not fill it, stream-K where K >= 8192 and neither does",
     NAME,
 )
 BATCH_LAUNCHES = Option(
