@@ -33,7 +33,7 @@ from tilefoundry.ir.tile.cexpr import ctype
 from tilefoundry.ir.tile.expr import Expr, Un, Var, free_vars, loads, substitute, walk
 from tilefoundry.ir.tile.stmt import Alloc, Assign, Buffer, For, Let, Seq, Stmt, Store, walk_stmts
 
-from .vector import PackPlan
+from .vector import Access, PackPlan
 
 # Registers a lane may spend on held packs (bytes): 64 keep a 4096-wide bf16 row of a CTA of 256
 # (2 packs of 8) with room to spare; a larger hold lowers occupancy more than it saves.
@@ -87,12 +87,11 @@ def hold_rows(walks: list[Walk], body: Stmt, group: int, budget: int = ROW_REGIS
     """Which packs of `walks` (in program order) to hold, within `budget` bytes per lane."""
     unfixed = _unfixed_names(body)
     written = {id(s.buffer) for s in walk_stmts(body) if isinstance(s, Store)}
-    first: dict[tuple, tuple[Walk, str]] = {}
+    first: dict[tuple, tuple[Walk, Access]] = {}
     later: dict[tuple, list[tuple[Walk, str]]] = {}
-    seen: dict[tuple, int] = {}  # a transcendental of a pack -> walks applying it
+    applied = Counter(e for w in walks for e in _transcendentals(w))  # walks applying each
+    repeated = {e for e, n in applied.items() if n > 1}
     for w in walks:
-        for e in _transcendentals(w):
-            seen[e] = seen.get(e, 0) + 1
         for a in w.plan.loads:
             index = _pack_index(w, a.index)
             if id(a.buffer) in written or any(
@@ -103,22 +102,20 @@ def hold_rows(walks: list[Walk], body: Stmt, group: int, budget: int = ROW_REGIS
             if key in first:
                 later[key].append((w, a.name))
             elif not a.guard:
-                first[key], later[key] = (w, a.name), []
+                first[key], later[key] = (w, a), []
     rows: list[HeldRow] = []
     held: dict[int, dict[str, tuple[HeldRow, bool]]] = {}
     spent = 0
-    repeated = {e for e, n in seen.items() if n > 1}
-    for key, (w, name) in first.items():
+    for key, (w, a) in first.items():
         if not later[key] or not any(_reads(e, key) for e in repeated):
             continue
-        b = next(a.buffer for a in w.plan.loads if a.name == name)
-        row = HeldRow(f"h{len(rows)}_", b, trips(w.extent, group, w.plan.lanes), w.plan.lanes)
-        size = row.trips * row.lanes * b.dtype.itemsize
+        row = HeldRow(f"h{len(rows)}_", a.buffer, trips(w.extent, group, w.plan.lanes), w.plan.lanes)
+        size = row.trips * row.lanes * a.buffer.dtype.itemsize
         if spent + size > budget:
             continue
         spent += size
         rows.append(row)
-        held.setdefault(w.number, {})[name] = (row, True)
+        held.setdefault(w.number, {})[a.name] = (row, True)
         for u, uname in later[key]:
             held.setdefault(u.number, {})[uname] = (row, False)
     return Holding(tuple(rows), held)
