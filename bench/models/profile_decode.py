@@ -44,29 +44,38 @@ def kernel_table(prof: torch.profiler.profile, steps: int) -> list[tuple[str, fl
     return sorted(rows, key=lambda r: -r[1])
 
 
-def step_busy(prof: torch.profiler.profile) -> tuple[float, float]:
-    """Median microseconds per decode step, and of them the GPU was busy (some kernel or copy ran).
+Step = tuple[float, float, list[tuple[str, float, float]]]
+
+
+def replayed_steps(prof: torch.profiler.profile) -> list[Step]:
+    """The replayed decode steps: (start, next step's start, kernels and copies as (name, start, end)), in us.
 
     Steps are cut at the LM head (the longest kernel on average, once a step); periods over 20 ms
-    (warm-up, capture) are left out, so the figures are those of replayed steps.
+    (warm-up, capture) are left out.
     """
-    events = [
-        (ev.name, ev.time_range.start, ev.time_range.end)
+    events = sorted(
+        (ev.time_range.start, ev.time_range.end, ev.name)
         for ev in prof.events()
         if ev.device_type == torch.autograd.DeviceType.CUDA
-    ]
+    )
     mean: dict[str, list[float]] = defaultdict(list)
-    for name, a, b in events:
+    for a, b, name in events:
         mean[name].append(b - a)
     head = max(mean, key=lambda n: sum(mean[n]) / len(mean[n]))
-    starts = sorted(a for name, a, _ in events if name == head)
-    spans = sorted((a, b) for _, a, b in events)
+    starts = [a for a, _, name in events if name == head]
+    return [
+        (lo, hi, [(name, a, b) for a, b, name in events if lo <= a < hi])
+        for lo, hi in itertools.pairwise(starts)
+        if hi - lo <= 20_000
+    ]
+
+
+def step_busy(steps: list[Step]) -> tuple[float, float]:
+    """Median microseconds per replayed step, and of them the GPU was busy (some kernel or copy ran)."""
     periods, busy = [], []
-    for lo, hi in itertools.pairwise(starts):
-        if hi - lo > 20_000:
-            continue
+    for lo, hi, step in steps:
         covered, end = 0.0, lo
-        for a, b in spans:
+        for _, a, b in step:
             a, b = max(a, end), min(b, hi)
             if b > a:
                 covered += b - a
@@ -74,6 +83,28 @@ def step_busy(prof: torch.profiler.profile) -> tuple[float, float]:
         periods.append(hi - lo)
         busy.append(covered)
     return statistics.median(periods), statistics.median(busy)
+
+
+def marginal_table(steps: list[Step]) -> list[tuple[str, float, float, int]]:
+    """(kernel, marginal us, duration us, launches) per replayed step, largest marginal first.
+
+    A kernel's marginal time is how far its end moves the step's latest end so far: with PDL a
+    kernel starts while its predecessor runs, so its duration overstates what it adds, and the
+    marginal times sum to the step's span.
+    """
+    marginal: dict[str, float] = defaultdict(float)
+    duration: dict[str, float] = defaultdict(float)
+    count: dict[str, int] = defaultdict(int)
+    for lo, _, step in steps:
+        end = lo
+        for name, a, b in step:
+            marginal[name] += max(0.0, b - end)
+            duration[name] += b - a
+            count[name] += 1
+            end = max(end, b)
+    n = len(steps)
+    rows = [(name, marginal[name] / n, duration[name] / n, count[name] // n) for name in marginal]
+    return sorted(rows, key=lambda r: -r[1])
 
 
 def main() -> int:
@@ -125,12 +156,16 @@ def main() -> int:
     print(f"graph replay {g.replay_tokens_per_s:.0f} tok/s, decode {g.decode_tokens_per_s:.0f} tok/s")
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         g = generate(opened.model, ids, max_new_tokens=48, cuda_graph=True)
-    period, busy = step_busy(prof)
+    steps_seen = replayed_steps(prof)
+    period, busy = step_busy(steps_seen)
     print(
         f"graphed generate under the profiler: {g.replay_tokens_per_s:.0f} tok/s replayed; a step every "
         f"{period:.0f} us, the GPU busy {busy:.0f} us of it ({100 * busy / period:.0f}%); the rest waits on "
         f"the host between steps"
     )
+    print("replayed step, per kernel: marginal us (how far it moves the step's end), duration us, launches")
+    for name, us, dur, n in marginal_table(steps_seen)[: args.top]:
+        print(f"{us:9.1f} {dur:9.1f} us {n:5d}x  {name[:150]}")
     return 0
 
 
