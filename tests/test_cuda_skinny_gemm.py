@@ -1,4 +1,4 @@
-"""The skinny GEMM tier (decode, M <= 8) on a GPU: each way of combining the K splits.
+"""The skinny GEMM tier (decode, M <= 8; B (N, K) up to M = 16 on tensor cores) on a GPU.
 
 On a Hopper build the splits of a column slab are one thread-block cluster reduced through
 distributed shared memory; a module built for sm_80 takes the two-kernel workspace path; a
@@ -102,8 +102,9 @@ def test_gemms_sharing_a_are_one_grouped_call(built) -> None:
 
 @pytest.mark.gpu
 def test_grouped_projections_match_evaluator_on_gpu(built) -> None:
-    """M = 1..8 run all three members in one skinny launch (rows end to end); 9 and 16 one GEMM each."""
-    cat.check_compiled(built[0], projections, (1, 2, 3, 5, 8, 9, 16), device="cuda", tolerance=TOLERANCE,
+    """M = 1..8 run all three members in one skinny launch (rows end to end); 9, 12 and 16 one GEMM
+    each (v's 520 rows are not whole 16-row tiles: q and k run the tensor-core kernel, v the tiled tier)."""
+    cat.check_compiled(built[0], projections, (1, 2, 3, 5, 8, 9, 12, 16), device="cuda", tolerance=TOLERANCE,
                        make=_make_projections)
 
 
@@ -149,10 +150,10 @@ def test_only_the_down_projection_reads_settled_weights(built) -> None:
 
 @pytest.mark.gpu
 def test_gemm_epilogues_match_evaluator_on_gpu(built) -> None:
-    """M = 1..8 apply both epilogues inside the skinny launches (down's weights read before the PDL
-    wait); 9 and 16 write C and run the kernels."""
+    """M = 1..16 apply both epilogues inside the skinny launches (down's weights read before the PDL
+    wait; past M = 8 on tensor cores, gate/up as G = 2 members side by side)."""
     linked, _ = built
-    sizes = (1, 2, 3, 5, 8, 9, 16)
+    sizes = (1, 2, 3, 5, 8, 9, 13, 16)
     cat.check_compiled(linked, gated_mlp, sizes, device="cuda", tolerance=TOLERANCE, make=_make_mlp)
 
 
@@ -187,6 +188,19 @@ def _make_normed(n: int, gen: torch.Generator, offset: int = 0) -> tuple:
             weight(136, 1024))
 
 
+@func
+def short_group(x: Tensor[(M, 96), bf16], wa: ConstTensor[(48, 96), bf16], wb: ConstTensor[(32, 96), bf16]):
+    # One grouped call whose members both fit the tensor-core kernel past M = 8: 3 + 2 CTAs of 16
+    # rows, member b's first at row 48; K = 96 is 3 blocks of 32 for the CTA's 8 warps.
+    return x @ _t(wa), x @ _t(wb)
+
+
+def _make_short(n: int, gen: torch.Generator) -> tuple:
+    x = torch.randn(n, 96, generator=gen).to(torch.bfloat16).cuda()
+    ws = ((torch.randn(o, 96, generator=gen) / 8).to(torch.bfloat16).cuda() for o in (48, 32))
+    return (x, *ws)
+
+
 @module
 class SkinnyCalls:
     """The decode-shaped GEMM calls above as one module: one nvcc build serves every test."""
@@ -194,6 +208,16 @@ class SkinnyCalls:
     projections = projections
     gated_mlp = gated_mlp
     normed_projections = normed_projections
+    short_group = short_group
+
+
+@pytest.mark.gpu
+def test_tensor_core_skinny_rows_match_evaluator_on_gpu(built) -> None:
+    """Every M past the CUDA-core kernel's 8 runs the tensor-core one (rows 8 + g past M read as
+    zeros, results past M dropped), over two members laid end to end and fewer K blocks than warps."""
+    assert _entry(built[1], "short_group").count("gemm_group<GemmLayout::rcr>(") == 1
+    cat.check_compiled(built[0], short_group, tuple(range(8, 17)), device="cuda", tolerance=TOLERANCE,
+                       make=_make_short)
 
 
 def test_row_norms_are_gemm_prologues(built) -> None:
@@ -212,7 +236,8 @@ def test_row_norms_are_gemm_prologues(built) -> None:
 @pytest.mark.parametrize("offset", [0, 1])
 def test_gemm_prologues_match_evaluator_on_gpu(built, offset: int) -> None:
     """M = 1..8 stage the normalized rows in each CTA (K = 4096 only up to M = 6, then the norm
-    kernel runs and the skinny launch reads A); 9 and 16 run the norm kernels and tiled GEMMs.
+    kernel runs and the skinny launch reads A); 9 and 16 run the norm kernels, then the tensor-core
+    skinny kernel (k's 136 rows, not whole 16-row tiles: the tiled tier).
     offset 1: the activations sit off 16-byte alignment, so the functors take their scalar bodies."""
     linked, _ = built
     sizes = (1, 2, 3, 5, 6, 7, 8, 9, 16)

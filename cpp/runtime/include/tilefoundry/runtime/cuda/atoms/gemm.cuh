@@ -6,9 +6,10 @@
 //   GemmLayout::rcr  B stored (N, K) (K-major): x @ w.T reading w in place, the canonical TN GEMM
 //
 //   sm90       Hopper device, module built with the sm90 collective, 16-bit dtype, the collective
-//              can implement the problem (K, N multiples of 8, aligned bases), M > 8
+//              can implement the problem (K, N multiples of 8, aligned bases), not skinny
 //   skinny     16-bit dtype, M <= 8 (decode): B streamed once in 16-byte packs, K splits
-//              combined in order (rrr: N a multiple of 8; rcr: K a multiple of 8; gemm_skinny.cuh)
+//              combined in order (rrr: N a multiple of 8; rcr: K a multiple of 8; gemm_skinny.cuh);
+//              rcr also 8 < M <= 16 with K a multiple of 32 and N of 16, on tensor cores
 //   mma        16-bit dtype, K, N multiples of 8, 16-byte aligned bases: mma.sync tensor cores
 //   simt       anything else (f32 always: no TF32 unless opted in): ordered FFMA K sums
 //
@@ -71,14 +72,15 @@ inline GemmTier gemm_tier(T const* A, T const* B, T* C, int64_t batch, int64_t M
   if (K <= 0) return GemmTier::zero;
   if constexpr (is_half_v<T>) {
     bool const aligned = detail::aligned_16(A) && detail::aligned_16(B) && detail::aligned_16(C);
+    bool const skinny_m = M <= detail::kSkinnyMaxM || (kBKMajor && detail::skinny_tc_fits(M, N, K));
 #if defined(TILEFOUNDRY_CUDA_GEMM_SM90)
-    if (M > detail::kSkinnyMaxM && detail::device_facts().major == 9 &&
+    if (!skinny_m && detail::device_facts().major == 9 &&
         detail::sm90_gemm_fits<T, kBKMajor>(A, B, C, batch, M, N, K)) {
       return GemmTier::sm90;
     }
 #endif
     // B is streamed in 16-byte packs along its contiguous mode: N when N-major, K when K-major.
-    if (M <= detail::kSkinnyMaxM && (kBKMajor ? K : N) % 8 == 0 && aligned) return GemmTier::skinny;
+    if (skinny_m && (kBKMajor ? K : N) % 8 == 0 && aligned) return GemmTier::skinny;
     if (K % 8 == 0 && N % 8 == 0 && aligned) return GemmTier::mma;
   }
   return GemmTier::simt;
@@ -162,7 +164,8 @@ inline bool gemm_stages_prologue(T const* A, GemmGroup<T> const& g, int64_t M, i
   } else {
     bool same_n = G == 0 || g.count == G;
     for (int s = 1; G > 0 && s < g.count; ++s) same_n = same_n && g.N[s] == g.N[0];
-    return same_n && static_cast<size_t>(M * K) * sizeof(T) <= detail::kSkinnyStagedBytes &&
+    return same_n && M <= detail::kSkinnyMaxM &&
+           static_cast<size_t>(M * K) * sizeof(T) <= detail::kSkinnyStagedBytes &&
            detail::group_is_skinny_bt<L>(A, g, M, K);
   }
 }

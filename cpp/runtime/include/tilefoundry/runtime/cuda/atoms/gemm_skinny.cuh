@@ -26,6 +26,11 @@
 //   BEFORE the PDL wait, so a GEMV launched behind a latency-bound kernel (attention, a norm)
 //   streams its weights while that kernel runs: on the H200, o_proj behind a 3.3 us stretch took
 //   2.6 us instead of 4.8 (bench/gpu/kernels/skinny_sweep.cu prefetch).
+// B (N, K) with 8 < M <= 16 (`gemm_skinny_tc`, K a multiple of 32, every member's N of 16): the
+//   FMAs of a warp per column would be 16 per B element, more than the CUDA cores stream, so the
+//   products run on mma.sync tensor cores with B's rows as the MMA's M (Cᵀ = B · Aᵀ). A CTA owns 16
+//   rows of B (of each of G members) and its warps split K; their partials meet in shared memory
+//   in warp order. No prologue: its staged rows would not fit beside 16 rows of K.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +40,7 @@
 #include <cuda_runtime_api.h>
 
 #include <tilefoundry/runtime/cuda/atoms/device_facts.cuh>
+#include <tilefoundry/runtime/cuda/atoms/gemm_sm80.cuh>
 #include <tilefoundry/runtime/cuda/atoms/launch.cuh>
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
 #include <tilefoundry/runtime/cuda/atoms/vector_access.cuh>
@@ -50,16 +56,28 @@ inline constexpr int kSkinnyBtMembers = 4;  // GEMMs sharing A one B (N, K) laun
 inline constexpr int64_t kSkinnyBtLongRows = 32768;  // rows past which a warp takes 4
 inline constexpr size_t kSkinnyStagedBytes = 48 * 1024;  // A rows a prologue stages per CTA, at most
 inline constexpr int kSkinnyHeadPacks = 16;               // 16-byte packs of B a lane holds in its head
+inline constexpr int kSkinnyTcMaxM = 16;  // M past kSkinnyMaxM up to which B (N, K) runs on tensor cores
+inline constexpr int kSkinnyTcWarps = 8;  // warps of a tensor-core skinny CTA, each a slice of K
+
+/// Whether B (N, K) with N rows takes the tensor-core skinny kernel at this M and K.
+inline bool skinny_tc_fits(int64_t M, int64_t N, int64_t K) {
+  return M > kSkinnyMaxM && M <= kSkinnyTcMaxM && K % 32 == 0 && N % 16 == 0;
+}
 
 /// 16 bytes of B: read once, so bypass L1 (`ld.global.nc.L1::no_allocate`). Volatile: a load
 /// placed before the PDL wait stays there.
-template <class T>
-__device__ inline void load_stream(T const* __restrict__ src, T (&out)[8]) {
-  static_assert(sizeof(T) == 2, "load_stream: 16-bit elements");
+__device__ inline uint4 load_stream_words(void const* __restrict__ src) {
   uint4 w;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
       : "l"(src));
+  return w;
+}
+
+template <class T>
+__device__ inline void load_stream(T const* __restrict__ src, T (&out)[8]) {
+  static_assert(sizeof(T) == 2, "load_stream: 16-bit elements");
+  uint4 const w = load_stream_words(src);
   T const* v = reinterpret_cast<T const*>(&w);
 #pragma unroll
   for (int i = 0; i < 8; ++i) out[i] = v[i];
@@ -356,6 +374,119 @@ gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t
 // ---------------------------------------------------------------- host side
 
 /// How a (K, N) skinny GEMM is cut: columns per CTA, K splits, and how the splits combine.
+/// Word i of a 16-byte pack (i known at compile time once unrolled).
+__device__ inline uint32_t pack_word(uint4 const& w, int i) { return i == 0 ? w.x : i == 1 ? w.y : i == 2 ? w.z : w.w; }
+
+/// Cᵀ = B · Aᵀ rows on tensor cores for kSkinnyMaxM < M <= 16 and B (N, K) (skinny_tc_fits): a
+/// CTA owns 16 rows of B (of each of G members); warp w takes K's 32-element blocks w, w + W, ...,
+/// the next U of them loading while it multiplies the last U. In a block, lane (g, t) loads the 16
+/// bytes at k = 8t of B's rows g and g + 8 and of A's rows g and 8 + g (zeros past M); MMA step
+/// st reads words 2st and 2st + 1 of each, so both operands see k in the same permuted order and
+/// every dot product is unchanged. The warps' accumulators are added in shared memory in warp
+/// order, and warp 0 hands each (m, n) result (rounded to T) to `out(member, m, n, N, c)`.
+template <class T, int G, class Out>
+__global__ void __launch_bounds__(kSkinnyTcWarps * 32)
+gemm_skinny_tc(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t K, Out out) {
+  constexpr int W = kSkinnyTcWarps;
+  constexpr int U = G == 1 ? 4 : G == 2 ? 2 : 1;  // blocks in flight: 2 U G words of B a lane
+  int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int const g = lane / 4, t = lane % 4;
+  int64_t const r0 = static_cast<int64_t>(blockIdx.x) * 16;
+  int s = 0;
+  if constexpr (G == 1) {
+    while (s + 1 < rows.count && r0 >= rows.end[s]) ++s;
+  }
+  int64_t const begin = s == 0 ? 0 : rows.end[s - 1];
+  int64_t const N = rows.end[s] - begin;
+  int64_t const n0 = r0 - begin;
+  T const* B[G][2];
+#pragma unroll
+  for (int i = 0; i < G; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) B[i][h] = rows.B[G == 1 ? s : i] + (n0 + g + 8 * h) * K + 8 * t;
+  }
+  int64_t const blocks = K / 32;
+  auto load_blocks = [&](int64_t kb, uint4 (&w)[U][G][2]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (kb + u * W < blocks) {
+#pragma unroll
+        for (int i = 0; i < G; ++i) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) w[u][i][h] = load_stream_words(B[i][h] + (kb + u * W) * 32);
+        }
+      }
+    }
+  };
+  uint4 cur[U][G][2], nxt[U][G][2];
+  if (!rows.settled) pdl_wait();  // B may be the output of a kernel still running
+  load_blocks(warp, cur);
+  pdl_begin();
+  T const* const a_lo = A + g * K + 8 * t;  // n-tile 0: A's rows 0..7 (all below M > 8)
+  bool const hi_ok = 8 + g < M;             // n-tile 1: rows 8..15, zeros past M
+  T const* const a_hi = A + (hi_ok ? 8 + g : g) * K + 8 * t;
+  float acc[G][2][4] = {};
+  for (int64_t kb = warp; kb < blocks; kb += U * W) {
+    load_blocks(kb + U * W, nxt);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      int64_t const k = (kb + u * W) * 32;
+      if (k >= K) break;
+      uint4 const a[2] = {*reinterpret_cast<uint4 const*>(a_lo + k),
+                          hi_ok ? *reinterpret_cast<uint4 const*>(a_hi + k) : make_uint4(0u, 0u, 0u, 0u)};
+#pragma unroll
+      for (int st = 0; st < 2; ++st) {
+#pragma unroll
+        for (int i = 0; i < G; ++i) {
+          uint32_t const af[4] = {pack_word(cur[u][i][0], 2 * st), pack_word(cur[u][i][1], 2 * st),
+                                  pack_word(cur[u][i][0], 2 * st + 1), pack_word(cur[u][i][1], 2 * st + 1)};
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            uint32_t const bf[2] = {pack_word(a[j], 2 * st), pack_word(a[j], 2 * st + 1)};
+            mma_16816<T>(acc[i][j], af, bf);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int i = 0; i < G; ++i) {
+        cur[u][i][0] = nxt[u][i][0];
+        cur[u][i][1] = nxt[u][i][1];
+      }
+    }
+  }
+  __shared__ float red[W][G][2][4][32];
+#pragma unroll
+  for (int i = 0; i < G; ++i) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) red[warp][i][j][e][lane] = acc[i][j][e];
+    }
+  }
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      int64_t const m = 8 * j + 2 * t + e % 2;  // C element e: Cᵀ row g + 8 (e / 2), column 2t + e % 2
+      if (m >= M) continue;
+      T c[G];
+#pragma unroll
+      for (int i = 0; i < G; ++i) {
+        float sum = red[0][i][j][e][lane];
+#pragma unroll
+        for (int w = 1; w < W; ++w) sum = sum + red[w][i][j][e][lane];
+        c[i] = cast<T>(sum);
+      }
+      out(s, m, n0 + g + 8 * (e / 2), N, c);
+    }
+  }
+}
+
 struct SkinnyPlan {
   int cols = 256;
   int splits = 1;
@@ -507,9 +638,24 @@ inline cudaError_t skinny_nk_rows(T const* A, SkinnyBtRows<T> const& rows, int64
 
 /// Every output of the launch through `out` (G = 1: rows end to end; G > 1: side by side), M <= 8,
 /// K a multiple of 8, 16-byte aligned A and B rows; A staged by `pro` when it is a prologue.
+template <class T, int G, class Out>
+inline cudaError_t launch_skinny_tc(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
+                                    cudaStream_t stream) {
+  int64_t const total = G == 1 ? rows.end[rows.count - 1] : rows.end[0];
+  return launch_kernel(gemm_skinny_tc<T, G, Out>, dim3(static_cast<unsigned>(total / 16)), dim3(kSkinnyTcWarps * 32),
+                       0, stream, A, rows, M, K, out);
+}
+
 template <class T, int G, class Out, class Pro = NoPrologue>
 inline cudaError_t gemm_skinny_bt_launch(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
                                          cudaStream_t stream, Pro const& pro = {}) {
+  if (M > kSkinnyMaxM) {  // skinny_tc_fits held for every member (gemm_tier)
+    if constexpr (std::is_same_v<Pro, NoPrologue>) {
+      return launch_skinny_tc<T, G>(A, rows, M, K, out, stream);
+    } else {
+      return cudaErrorNotSupported;  // gemm_stages_prologue stages no rows past kSkinnyMaxM
+    }
+  }
   if (M <= 1) return skinny_nk_rows<T, 1, G>(A, rows, M, K, out, pro, stream);
   if (M <= 2) return skinny_nk_rows<T, 2, G>(A, rows, M, K, out, pro, stream);
   if (M <= 4) return skinny_nk_rows<T, 4, G>(A, rows, M, K, out, pro, stream);
