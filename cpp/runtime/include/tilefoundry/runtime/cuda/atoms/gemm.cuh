@@ -9,7 +9,8 @@
 //              can implement the problem (K, N multiples of 8, aligned bases), not skinny
 //   skinny     16-bit dtype, M <= 8 (decode): B streamed once in 16-byte packs, K splits
 //              combined in order (rrr: N a multiple of 8; rcr: K a multiple of 8; gemm_skinny.cuh);
-//              rcr also 8 < M <= 16 with K a multiple of 32 and N of 16, on tensor cores
+//              rcr also 8 < M <= 16 with K a multiple of 32, N of 16 and N / 16 CTAs in one
+//              wave, on tensor cores
 //   mma        16-bit dtype, K, N multiples of 8, 16-byte aligned bases: mma.sync tensor cores
 //   simt       anything else (f32 always: no TF32 unless opted in): ordered FFMA K sums
 //
@@ -144,13 +145,16 @@ struct GemmGroup {
 namespace detail {
 
 /// Whether every member of `g` takes the skinny tier with B (N, K): then one launch runs them all.
+/// Past kSkinnyMaxM (tensor cores) the members' rows together must also fit one wave.
 template <GemmLayout L, class T>
 inline bool group_is_skinny_bt(T const* A, GemmGroup<T> const& g, int64_t M, int64_t K) {
   if (L != GemmLayout::rcr) return false;
+  int64_t rows = 0;
   for (int s = 0; s < g.count; ++s) {
     if (gemm_tier<L>(A, g.B[s], g.C[s], 1, M, g.N[s], K) != GemmTier::skinny) return false;
+    rows += g.N[s];
   }
-  return true;
+  return M <= kSkinnyMaxM || skinny_tc_fits(M, rows, K);
 }
 
 }  // namespace detail

@@ -1,5 +1,6 @@
-// GEMM tier for skinny M (decode: M <= 8): memory-bound on B, so B is streamed exactly once in
-// 16-byte packs (non-coherent, no L1 allocation) with several packs in flight per thread, and
+// GEMM tier for skinny M (decode: M <= 8; B (N, K) up to M = 16): memory-bound on B, so B is
+// streamed exactly once in 16-byte packs (non-coherent, no L1 allocation) with several packs in
+// flight per thread, and
 // the K sums are combined in a fixed order, so results do not depend on timing. A (M, K) and C
 // (M, N) are compact row-major; B comes in either major:
 //
@@ -26,11 +27,12 @@
 //   BEFORE the PDL wait, so a GEMV launched behind a latency-bound kernel (attention, a norm)
 //   streams its weights while that kernel runs: on the H200, o_proj behind a 3.3 us stretch took
 //   2.6 us instead of 4.8 (bench/gpu/kernels/skinny_sweep.cu prefetch).
-// B (N, K) with 8 < M <= 16 (`gemm_skinny_tc`, K a multiple of 32, every member's N of 16): the
-//   FMAs of a warp per column would be 16 per B element, more than the CUDA cores stream, so the
-//   products run on mma.sync tensor cores with B's rows as the MMA's M (Cᵀ = B · Aᵀ). A CTA owns 16
-//   rows of B (of each of G members) and its warps split K; their partials meet in shared memory
-//   in warp order. No prologue: its staged rows would not fit beside 16 rows of K.
+// B (N, K) with 8 < M <= 16 (`gemm_skinny_tc`; skinny_tc_fits: K a multiple of 32, every
+//   member's N of 16, the rows one wave of CTAs): a warp per column would do 16 FMAs per B
+//   element, more than the CUDA cores stream, so the products run on mma.sync tensor cores with
+//   B's rows as the MMA's M (Cᵀ = B · Aᵀ). A CTA owns 16 rows of B (of each of G members) and its
+//   warps split K; their partials meet in shared memory in warp order. No prologue: its staged
+//   rows would not fit beside 16 rows of K.
 #pragma once
 
 #include <cstdint>
@@ -58,10 +60,15 @@ inline constexpr size_t kSkinnyStagedBytes = 48 * 1024;  // A rows a prologue st
 inline constexpr int kSkinnyHeadPacks = 16;               // 16-byte packs of B a lane holds in its head
 inline constexpr int kSkinnyTcMaxM = 16;  // M past kSkinnyMaxM up to which B (N, K) runs on tensor cores
 inline constexpr int kSkinnyTcWarps = 8;  // warps of a tensor-core skinny CTA, each a slice of K
+inline constexpr int kSkinnyTcCtasPerSm = 2;  // ~122 registers a thread: two CTAs of 256 an SM
 
-/// Whether B (N, K) with N rows takes the tensor-core skinny kernel at this M and K.
+/// Whether B (N, K) with N rows (a launch's members end to end) takes the tensor-core skinny
+/// kernel at this M and K: whole 32-element K blocks, whole 16-row tiles, and one wave of CTAs.
+/// A second wave repeats a CTA's whole latency chain; on the H200 (2026-11-30) N = 6144 and
+/// 12288 at M = 16 took 1.3-1.7x the 64 x 64 sm90 tile's time, N <= 4096 0.7-0.9x.
 inline bool skinny_tc_fits(int64_t M, int64_t N, int64_t K) {
-  return M > kSkinnyMaxM && M <= kSkinnyTcMaxM && K % 32 == 0 && N % 16 == 0;
+  return M > kSkinnyMaxM && M <= kSkinnyTcMaxM && K % 32 == 0 && N % 16 == 0 &&
+         N / 16 <= static_cast<int64_t>(kSkinnyTcCtasPerSm) * device_facts().sms;
 }
 
 /// 16 bytes of B: read once, so bypass L1 (`ld.global.nc.L1::no_allocate`). Volatile: a load
