@@ -1,8 +1,7 @@
 // GEMM tier for skinny M (decode: M <= 8; B (N, K) up to M = 16): memory-bound on B, so B is
 // streamed exactly once in 16-byte packs (non-coherent, no L1 allocation) with several packs in
-// flight per thread, and
-// the K sums are combined in a fixed order, so results do not depend on timing. A (M, K) and C
-// (M, N) are compact row-major; B comes in either major:
+// flight per thread, and the K sums are combined in a fixed order, so results do not depend on
+// timing. A (M, K) and C (M, N) are compact row-major; B comes in either major:
 //
 // B (K, N) row-major, `gemm_skinny`: a CTA owns a slab of Cols columns (8 per thread, 16 bytes)
 //   and one K split; its 256 threads cover 256 / (Cols / 8) rows of K per pass. The threads of
