@@ -37,9 +37,14 @@ __device__ inline void store_pack(T* __restrict__ dst, T const (&in)[N]) {
   T* v = reinterpret_cast<T*>(w);
 #pragma unroll
   for (int i = 0; i < N; ++i) v[i] = in[i];
+  uint4* d = reinterpret_cast<uint4*>(dst);
+  if (__isShared(d)) {  // a GEMM prologue's staged rows
+#pragma unroll
+    for (int i = 0; i < words; ++i) d[i] = w[i];
+    return;
+  }
   // One st.global.v4 a word, in PTX: given the uint4 (or __stwb's), NVVM split rope's pack
   // store into four 4-byte stores (each a quarter of every sector a warp writes).
-  uint4* d = reinterpret_cast<uint4*>(dst);
 #pragma unroll
   for (int i = 0; i < words; ++i) {
     asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(d + i), "r"(w[i].x), "r"(w[i].y), "r"(w[i].z),
