@@ -63,8 +63,8 @@ inline constexpr int kSkinnyTcCtasPerSm = 2;  // ~122 registers a thread: two CT
 
 /// Whether B (N, K) with N rows (a launch's members end to end) takes the tensor-core skinny
 /// kernel at this M and K: whole 32-element K blocks, whole 16-row tiles, and one wave of CTAs.
-/// A second wave repeats a CTA's whole latency chain; on the H200 (2026-11-30) N = 6144 and
-/// 12288 at M = 16 took 1.3-1.7x the 64 x 64 sm90 tile's time, N <= 4096 0.7-0.9x.
+/// A second wave repeats a CTA's whole latency chain: on the H200 (2026-11-30, M = 16) N = 6144
+/// and 12288 took 1.2-1.3x the 64 x 64 sm90 tile's time; N = 1024-4096 took 0.67-0.87x of it.
 inline bool skinny_tc_fits(int64_t M, int64_t N, int64_t K) {
   return M > kSkinnyMaxM && M <= kSkinnyTcMaxM && K % 32 == 0 && N % 16 == 0 &&
          N / 16 <= static_cast<int64_t>(kSkinnyTcCtasPerSm) * device_facts().sms;
