@@ -642,8 +642,7 @@ inline cudaError_t skinny_nk_rows(T const* A, SkinnyBtRows<T> const& rows, int64
   }
 }
 
-/// Every output of the launch through `out` (G = 1: rows end to end; G > 1: side by side), M <= 8,
-/// K a multiple of 8, 16-byte aligned A and B rows; A staged by `pro` when it is a prologue.
+/// The tensor-core skinny launch: a CTA of kSkinnyTcWarps warps per 16 rows.
 template <class T, int G, class Out>
 inline cudaError_t launch_skinny_tc(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
                                     cudaStream_t stream) {
@@ -652,6 +651,9 @@ inline cudaError_t launch_skinny_tc(T const* A, SkinnyBtRows<T> const& rows, int
                        0, stream, A, rows, M, K, out);
 }
 
+/// Every output of the launch through `out` (G = 1: rows end to end; G > 1: side by side), K a
+/// multiple of 8, 16-byte aligned A and B rows; A staged by `pro` when it is a prologue. M <= 8 on
+/// CUDA cores; past that on tensor cores (skinny_tc_fits held, no prologue).
 template <class T, int G, class Out, class Pro = NoPrologue>
 inline cudaError_t gemm_skinny_bt_launch(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
                                          cudaStream_t stream, Pro const& pro = {}) {

@@ -30,8 +30,8 @@ __host__ __device__ inline To cast(From v) {
   } else if constexpr (std::is_same_v<To, bf16> && std::is_same_v<From, float>) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     // The paired cvt is F2FP.BF16.F32.PACK_AB; the single cvt.rn.bf16.f32 is F2F, which shares a
-    // pipe with MUFU and made gelu_chain (four roundings, a tanh) compute-bound: 251 -> 211 us on
-    // the H200 (bench/gpu/kernels/bf16_round_sweep.cu). Same rounding; nvcc already pairs f16.
+    // pipe with MUFU: a hand-written gelu_chain (four roundings, a tanh) took 251 -> 211 us on the
+    // H200 (bench/gpu/kernels/bf16_round_sweep.cu). Same rounding; nvcc already pairs f16.
     uint32_t packed;
     asm("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(packed) : "f"(v));
     return bf16::bitcast(static_cast<uint16_t>(packed));
