@@ -206,6 +206,28 @@ struct SkinnyBtRows {
   int64_t end[kSkinnyBtMembers];
   int count;
   bool settled;  ///< no kernel that may still run when this launch starts writes any B
+
+  /// Output rows the launch covers with G members: all of them end to end, or one's side by side.
+  template <int G>
+  __host__ __device__ int64_t total() const {
+    return G == 1 ? end[count - 1] : end[0];
+  }
+
+  /// The member owning launch row r (G > 1: member 0, whose rows every member shares), its first
+  /// launch row and its row count.
+  struct Member {
+    int s;
+    int64_t begin, N;
+  };
+  template <int G>
+  __device__ Member member(int64_t r) const {
+    int s = 0;
+    if constexpr (G == 1) {
+      while (s + 1 < count && r >= end[s]) ++s;
+    }
+    int64_t const begin = s == 0 ? 0 : end[s - 1];
+    return {s, begin, end[s] - begin};
+  }
 };
 
 /// Stores each result to its member's C (the plain GEMM).
@@ -254,13 +276,8 @@ gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t
   constexpr int64_t kStride = 32 * 8;            // elements of K one pass of the warp covers
   int const lane = threadIdx.x % 32;
   int64_t const r0 = (static_cast<int64_t>(blockIdx.x) * kSkinnyBtWarps + threadIdx.x / 32) * R;
-  int s = 0;
-  if constexpr (G == 1) {
-    while (s + 1 < rows.count && r0 >= rows.end[s]) ++s;
-  }
-  bool const active = r0 < (G == 1 ? rows.end[rows.count - 1] : rows.end[0]);
-  int64_t const begin = s == 0 ? 0 : rows.end[s - 1];
-  int64_t const N = rows.end[s] - begin;
+  auto const [s, begin, N] = rows.template member<G>(r0);
+  bool const active = r0 < rows.template total<G>();
   int64_t const n0 = r0 - begin;
   T const* B[G];
 #pragma unroll
@@ -398,12 +415,7 @@ gemm_skinny_tc(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t
   int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int const g = lane / 4, t = lane % 4;
   int64_t const r0 = static_cast<int64_t>(blockIdx.x) * 16;
-  int s = 0;
-  if constexpr (G == 1) {
-    while (s + 1 < rows.count && r0 >= rows.end[s]) ++s;
-  }
-  int64_t const begin = s == 0 ? 0 : rows.end[s - 1];
-  int64_t const N = rows.end[s] - begin;
+  auto const [s, begin, N] = rows.template member<G>(r0);
   int64_t const n0 = r0 - begin;
   T const* B[G][2];
 #pragma unroll
@@ -618,7 +630,7 @@ inline size_t skinny_staged_bytes(int64_t M, int64_t K) {
 template <class T, int MT, int G, int R, int U, class Out, class Pro>
 inline cudaError_t launch_skinny_nk(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
                                     Pro const& pro, cudaStream_t stream) {
-  int64_t const total = G == 1 ? rows.end[rows.count - 1] : rows.end[0];
+  int64_t const total = rows.template total<G>();
   int64_t const per_cta = static_cast<int64_t>(kSkinnyBtWarps) * R;
   dim3 const grid(static_cast<unsigned>((total + per_cta - 1) / per_cta));
   return launch_kernel(gemm_skinny_nk<T, MT, G, R, U, Out, Pro>, grid, dim3(kSkinnyBtWarps * 32),
@@ -633,7 +645,7 @@ inline cudaError_t launch_skinny_nk(T const* A, SkinnyBtRows<T> const& rows, int
 template <class T, int MT, int G, class Out, class Pro>
 inline cudaError_t skinny_nk_rows(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
                                   Pro const& pro, cudaStream_t stream) {
-  int64_t const total = G == 1 ? rows.end[rows.count - 1] : rows.end[0];
+  int64_t const total = rows.template total<G>();
   int const most = total >= kSkinnyBtLongRows ? 4 : 2;
   switch (skinny_bt_rows_per_warp(rows, G, most)) {
     case 4: return launch_skinny_nk<T, MT, G, 4, 2>(A, rows, M, K, out, pro, stream);
@@ -646,7 +658,7 @@ inline cudaError_t skinny_nk_rows(T const* A, SkinnyBtRows<T> const& rows, int64
 template <class T, int G, class Out>
 inline cudaError_t launch_skinny_tc(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
                                     cudaStream_t stream) {
-  int64_t const total = G == 1 ? rows.end[rows.count - 1] : rows.end[0];
+  int64_t const total = rows.template total<G>();
   return launch_kernel(gemm_skinny_tc<T, G, Out>, dim3(static_cast<unsigned>(total / 16)), dim3(kSkinnyTcWarps * 32),
                        0, stream, A, rows, M, K, out);
 }
