@@ -1,14 +1,19 @@
 """Suite-wide test configuration.
 
 - The `gpu` marker skips without a CUDA device.
+- Builds go to one cache per session under pytest's temporary directory (unless
+  TILEFOUNDRY_CACHE_DIR is set), never to the user's ~/.cache: a fresh clone's include paths
+  key new entries, so a shared home cache would grow by every clone's builds.
 - The pinned CuTe/CUTLASS headers are filled before the first test (third_party/cutlass/fetch.py,
   idempotent), so `uv run pytest` alone works on a fresh clone; a machine that has the
   nvidia-cutlass wheel installed (the offline GPU machine) takes its headers from there instead.
 """
 
 import importlib.util
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +25,17 @@ _FETCH = Path(__file__).resolve().parent / "third_party" / "cutlass" / "fetch.py
 def pytest_sessionstart(session: pytest.Session) -> None:
     if _FETCH.is_file() and importlib.util.find_spec("cutlass_library") is None:
         subprocess.run([sys.executable, str(_FETCH)], check=True, stdout=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_build_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    if os.environ.get("TILEFOUNDRY_CACHE_DIR"):
+        yield
+        return
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path_factory.mktemp("build-cache")))
+    yield
+    mp.undo()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

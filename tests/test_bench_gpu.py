@@ -7,7 +7,9 @@ target and goes through a measuring child process end to end.
 
 import json
 import math
+import os
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -480,8 +482,18 @@ def test_smoke_run_on_cpu_through_a_child_process(tmp_path: Path, capsys: pytest
     assert path.with_suffix(".md").read_text().startswith("CPU ")
 
 
-def test_a_silent_measuring_process_is_killed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A child that sends nothing within --case-timeout-s is killed, and the run says why."""
+def test_a_silent_measuring_process_is_killed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child that sends nothing within --case-timeout-s is killed, and the run says why.
+
+    Without --cache-dir the run builds into a fresh directory, removes it afterwards and gives the
+    caller back its TILEFOUNDRY_CACHE_DIR.
+    """
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path / "callers-cache"))
     status = run.main(
         [
             "--tiny",
@@ -505,3 +517,5 @@ def test_a_silent_measuring_process_is_killed(tmp_path: Path, capsys: pytest.Cap
         "(killed: no word from the measuring process in 0.2 s; exit code -9)\n"
     )
     assert not list(tmp_path.glob("gpu-*"))
+    assert not list(temp.iterdir())
+    assert os.environ["TILEFOUNDRY_CACHE_DIR"] == str(tmp_path / "callers-cache")

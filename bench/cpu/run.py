@@ -120,7 +120,13 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     args = ap.parse_args()
-    os.environ["TILEFOUNDRY_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilefoundry-bench-")
+    with tempfile.TemporaryDirectory(prefix="tilefoundry-bench-") as cache:
+        os.environ["TILEFOUNDRY_CACHE_DIR"] = cache  # cold builds, so the cold column means what it says
+        _bench(args)
+
+
+def _bench(args: argparse.Namespace) -> None:
+    """Time every case against eager and torch.compile; print the table and write results/cpu-DATE.json."""
     cpu = platform.processor() or platform.machine()
     print(
         f"# cpu: {cpu}, {os.cpu_count()} cores, torch {torch.__version__}, "

@@ -14,6 +14,7 @@ and the case says so in its row. Prints the header and the table last, and write
 """
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import sys
@@ -246,9 +247,33 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    with _build_cache(args.cache_dir) as cache:
+        return _bench(args, plan, cases, cache)
+
+
+@contextlib.contextmanager
+def _build_cache(given: Path | None) -> Iterator[Path]:
+    """The run's TILEFOUNDRY_CACHE_DIR: `given`, or a fresh directory (cold builds) removed afterwards.
+
+    The variable is restored on exit, so a caller in the same process (a test) keeps its own cache.
+    """
+    before = os.environ.get("TILEFOUNDRY_CACHE_DIR")
+    with contextlib.ExitStack() as stack:
+        if given is None:
+            given = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tilefoundry-bench-gpu-")))
+        os.environ["TILEFOUNDRY_CACHE_DIR"] = str(given)
+        try:
+            yield given
+        finally:
+            if before is None:
+                os.environ.pop("TILEFOUNDRY_CACHE_DIR", None)
+            else:
+                os.environ["TILEFOUNDRY_CACHE_DIR"] = before
+
+
+def _bench(args: argparse.Namespace, plan: str, cases: Sequence[Case], cache: Path) -> int:
+    """Build, measure and report the selected cases with `cache` as the build cache."""
     start = time.time()
-    cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="tilefoundry-bench-gpu-"))
-    os.environ["TILEFOUNDRY_CACHE_DIR"] = str(cache)
     deadline = start + args.budget_s
     builds = Builds(args.target, plan, options=dict(args.option))
     compile_wall = None
@@ -288,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "timing": asdict(settings.timing),
         "jobs": args.jobs,
         "cold_build_wall_s": compile_wall,
-        "cache_dir": str(cache),
+        "cache_dir": str(args.cache_dir) if args.cache_dir else f"{cache} (fresh, removed after the run)",
         "seed": args.seed,
         "options": builds.options,
         "budget_s": args.budget_s,

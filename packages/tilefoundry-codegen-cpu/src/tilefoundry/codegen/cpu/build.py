@@ -136,7 +136,7 @@ def precompiled_header(options: Mapping[str, Any] | None = None) -> Path | None:
     cmd = [compiler(), *compile_flags(options), "-x", "c++-header", str(header), "-o", tmp]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        os.unlink(tmp)
+        Path(tmp).unlink(missing_ok=True)  # g++ removes its output when it fails
         return None
     os.replace(tmp, gch)  # atomic: a concurrent builder sees the whole file or none
     return root
