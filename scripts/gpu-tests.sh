@@ -10,6 +10,9 @@ site=${TILEFOUNDRY_GPU_SITE:-/tmp/tilefoundry-site}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl || exit 1
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 export CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
+# One build cache for every worker: test files that build the same kernel share it (conftest.py
+# otherwise gives each pytest session, so each worker, a cache of its own).
+export TILEFOUNDRY_CACHE_DIR=${TILEFOUNDRY_CACHE_DIR:-/tmp/tilefoundry-gpu-cache}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 # With pytest-xdist (carried by gpu-wheels.sh) one worker per test file: the files' nvcc builds
 # run in parallel, and each module-scoped build still happens once.
