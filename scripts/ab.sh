@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
-# Same-session A/B of the Qwen3-1.7B-shaped decode step (bench/models/profile_decode.py) between
-# builds, for a GPU machine without a package registry. Device sessions differ by a few percent,
-# so a change is judged only against its baseline measured beside it.
+# Same-session A/B between builds, for a GPU machine without a package registry: the
+# Qwen3-1.7B-shaped decode step (bench/models/profile_decode.py), or with --bench the kernel rows
+# of bench/gpu. Device sessions differ by a few percent (an unchanged GEMM row by up to 10%), so
+# a change is judged only against its baseline measured beside it.
 #
-#   here:    scripts/decode-ab.sh REV_A [REV_B ...] [-- PROFILE_ARGS_OF_THE_LAST...]
+#   here:    scripts/ab.sh [--bench "BENCH_ARGS"] REV_A [REV_B ...] [-- ARGS_OF_THE_LAST...]
 #            Each REV is a commit or branch, or `.` for the working tree (tracked and untracked,
-#            not ignored, files); one REV alone is compared with the working tree. The
-#            PROFILE_ARGS go to the last side's builds and runs only, e.g.
-#              scripts/decode-ab.sh HEAD HEAD -- --option "gemm_fusion='all'"
-#   device:  bash .ab/run.sh, carrying .ab: writes the checkpoint, builds every side in parallel
-#            (separate build caches; two sides built in about 3 minutes on 2026-11-30, more take
-#            longer, and one device call has 10), then profiles the sides in reverse order and
-#            again, printing each run's replayed tokens/s; every output lands in $OUT.
+#            not ignored, files); one REV alone is compared with the working tree. The ARGS go
+#            to the last side's builds and runs only, e.g.
+#              scripts/ab.sh HEAD HEAD -- --option "gemm_fusion='all'"
+#              scripts/ab.sh --bench "--cases rope,rms_norm --peers compile" main pack-uniform
+#   device:  bash .ab/run.sh, carrying .ab. Decode: writes the checkpoint, builds every side in
+#            parallel (separate build caches; two sides built in about 3 minutes on 2026-11-30,
+#            more take longer, and one device call has 10), then profiles the sides in reverse
+#            order and again, printing each run's replayed tokens/s. --bench: runs
+#            `python3 -m bench.gpu.run BENCH_ARGS` for each side in reverse order and again (the
+#            second pass hits the side's build cache), printing each table; pass a --budget-s
+#            that lets the four runs of two sides fit the call. Outputs land in $OUT (the bench
+#            files as ab-bench.tgz).
 #
 # Needs ./.whl filled by scripts/gpu-wheels.sh (the third-party wheels are copied from there).
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
+bench=""
+if [ "${1:-}" = "--bench" ]; then
+  bench=${2:?"--bench needs the bench.gpu.run arguments"}
+  shift 2
+fi
 revs=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
   revs+=("$1")
@@ -24,11 +35,11 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
 done
 [ $# -gt 0 ] && shift
 last_args=("$@")
-[ ${#revs[@]} -ge 1 ] || { echo "usage: scripts/decode-ab.sh REV_A [REV_B ...] [-- PROFILE_ARGS_OF_THE_LAST...]" >&2; exit 2; }
+[ ${#revs[@]} -ge 1 ] || { echo "usage: scripts/ab.sh [--bench \"BENCH_ARGS\"] REV_A [REV_B ...] [-- ARGS_OF_THE_LAST...]" >&2; exit 2; }
 [ ${#revs[@]} -ge 2 ] || revs+=(".")
-[ ${#revs[@]} -le 4 ] || { echo "decode-ab: at most 4 sides fit one device call" >&2; exit 2; }
+[ ${#revs[@]} -le 4 ] || { echo "ab: at most 4 sides fit one device call" >&2; exit 2; }
 ls .whl/apache_tvm_ffi-*.whl .whl/nvidia_cutlass-*.whl >/dev/null 2>&1 \
-  || { echo "decode-ab: .whl lacks apache-tvm-ffi or nvidia-cutlass; run scripts/gpu-wheels.sh first" >&2; exit 1; }
+  || { echo "ab: .whl lacks apache-tvm-ffi or nvidia-cutlass; run scripts/gpu-wheels.sh first" >&2; exit 1; }
 grep -qxF "/.ab/" .git/info/exclude 2>/dev/null || echo "/.ab/" >> .git/info/exclude
 rm -rf .ab
 mkdir -p .ab/deps
@@ -57,10 +68,12 @@ else
   : > .ab/last_args.txt
 fi
 echo "${sides[*]}" > .ab/side_names.txt
+printf '%s' "$bench" > .ab/bench_args.txt
+[ -z "$bench" ] || echo "all: python3 -m bench.gpu.run $bench" >> .ab/sides.txt
 
 cat > .ab/run.sh <<'EOF'
 #!/usr/bin/env bash
-# Written by scripts/decode-ab.sh: run on the GPU machine with .ab carried.
+# Written by scripts/ab.sh: run on the GPU machine with .ab carried.
 cd "$(dirname "$0")"
 cat sides.txt
 read -r -a sides < side_names.txt
@@ -78,7 +91,25 @@ run() {  # run SIDE CMD...: in that side's tree, with its site and build cache
   (cd "$s" && PYTHONPATH=/tmp/ab-site-$s:$PWD TILEFOUNDRY_CACHE_DIR=/tmp/ab-cache-$s "$@")
 }
 opts() { [ "$1" = "$last" ] && [ ${#last_args[@]} -gt 0 ] && printf '%s\n' "${last_args[@]}"; }
+order=()
+for ((i = ${#sides[@]} - 1; i >= 0; i--)); do order+=("${sides[$i]}"); done
 t0=$(date +%s)
+eval "bench=($(cat bench_args.txt))"
+if [ ${#bench[@]} -gt 0 ]; then
+  rm -rf /tmp/ab-bench && mkdir -p /tmp/ab-bench  # one archive back: $OUT returns few files
+  i=0
+  for s in "${order[@]}" "${order[@]}"; do
+    i=$((i + 1))
+    mapfile -t o < <(opts "$s")
+    run "$s" python3 -m bench.gpu.run "${bench[@]}" "${o[@]}" --cache-dir "/tmp/ab-cache-$s" \
+      --out "/tmp/ab-bench/$i-$s" > "/tmp/ab-bench/$i-$s.txt" 2>&1
+    echo "== $i $s =="
+    grep -E '^\|' "/tmp/ab-bench/$i-$s.txt" || tail -n 5 "/tmp/ab-bench/$i-$s.txt"
+  done
+  tar -czf "$OUT/ab-bench.tgz" -C /tmp ab-bench
+  echo "all $(( $(date +%s) - t0 )) s"
+  exit 0
+fi
 [ -d /tmp/q3/qwen3-1.7b-random ] || run "${sides[0]}" python3 -c "from pathlib import Path; \
 from bench.models.generate_qwen3 import write_checkpoint; write_checkpoint(Path('/tmp/q3'), 28)" >/dev/null
 for s in "${sides[@]}"; do
@@ -87,8 +118,6 @@ for s in "${sides[@]}"; do
 done
 wait
 echo "built ${#sides[@]} sides in $(( $(date +%s) - t0 )) s"
-order=()
-for ((i = ${#sides[@]} - 1; i >= 0; i--)); do order+=("${sides[$i]}"); done
 i=0
 for s in "${order[@]}" "${order[@]}"; do
   i=$((i + 1))
