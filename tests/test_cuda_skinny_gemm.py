@@ -16,6 +16,7 @@ import torch
 
 import tilefoundry
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f16, func, module, tf
+from tilefoundry.runtime.loader import CompiledFunction, load_linked_module
 
 sys.path.insert(0, os.path.dirname(__file__))
 import catalogue_programs as cat
@@ -201,6 +202,32 @@ def _make_short(n: int, gen: torch.Generator) -> tuple:
     return (x, *ws)
 
 
+@func
+def bulk_cuts(
+    x: Tensor[(M, 256), bf16],
+    wide: ConstTensor[(81920, 256), bf16],
+    y: Tensor[(M, 6144), bf16],
+    tall: ConstTensor[(3600, 6144), bf16],
+    z: Tensor[(M, 2048), bf16],
+    four: ConstTensor[(10244, 2048), bf16],
+    v: Tensor[(M, 1024), bf16],
+    odd: ConstTensor[(20481, 1024), bf16],
+):
+    # Each B is past the bulk kernel's 40 MB. At M = 1 each GEMM takes that kernel cut its own way:
+    # `wide` in units of 8 rows of 4 KB, eight stages, each refilled many times; `tall` (K = 6144)
+    # in units of 2 rows, four warps a row; `four` (10244 rows) in units of 4, two warps a row.
+    # `odd` (20481 rows) has no cut.
+    return x @ _t(wide), y @ _t(tall), z @ _t(four), v @ _t(odd)
+
+
+def _make_bulk(n: int, gen: torch.Generator) -> tuple:
+    def pair(rows: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        a = torch.randn(n, k, generator=gen).to(torch.bfloat16).cuda()
+        return a, (torch.randn(rows, k, generator=gen) / k**0.5).to(torch.bfloat16).cuda()
+
+    return (*pair(81920, 256), *pair(3600, 6144), *pair(10244, 2048), *pair(20481, 1024))
+
+
 @module
 class SkinnyCalls:
     """The decode-shaped GEMM calls above as one module: one nvcc build serves every test."""
@@ -209,6 +236,25 @@ class SkinnyCalls:
     gated_mlp = gated_mlp
     normed_projections = normed_projections
     short_group = short_group
+    bulk_cuts = bulk_cuts
+
+
+@pytest.mark.gpu
+def test_bulk_copy_gemv_cuts_match_evaluator_on_gpu(built) -> None:
+    """M = 1 streams a long B through shared memory by bulk copies (gemm_skinny_bulk) wherever a cut
+    of whole rows fits the ring: three of the four GEMMs; the 20481-row one keeps the
+    register-streaming kernel. Both match the evaluator, and so does M = 2 (the register kernel
+    for all four)."""
+    linked, _ = built
+    cat.check_compiled(linked, bulk_cuts, (1, 2), device="cuda", tolerance=TOLERANCE, make=_make_bulk)
+    body = CompiledFunction(load_linked_module(linked, "bulk_cuts"), True)
+    args = _make_bulk(1, torch.Generator().manual_seed(1))
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        body(*args)
+        torch.cuda.synchronize()
+    names = [ev.name for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA]
+    assert sum("gemm_skinny_bulk<" in name for name in names) == 3, names
+    assert sum("gemm_skinny_nk<" in name for name in names) == 1, names
 
 
 @pytest.mark.gpu

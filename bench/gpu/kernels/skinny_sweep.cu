@@ -13,6 +13,7 @@
 //
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DNDEBUG \
 //        -I cpp/runtime/include -I <cutlass>/include bench/gpu/kernels/skinny_sweep.cu -o /tmp/sweep
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -61,6 +62,15 @@ struct Sink {  // keeps every member's sum live without writing C
 #pragma unroll
     for (int g = 0; g < G; ++g) sum += static_cast<float>(c[g]);
     if (sum == 12345.0f) printf("%lld\n", static_cast<long long>(n));
+  }
+};
+
+struct Collect {  // every member's results as f32, member by member
+  float* c[kSkinnyBtMembers];
+  template <int G>
+  __device__ void operator()(int s, int64_t, int64_t n, int64_t, T const (&v)[G]) const {
+#pragma unroll
+    for (int g = 0; g < G; ++g) c[G == 1 ? s : g][n] = static_cast<float>(v[g]);
   }
 };
 
@@ -134,21 +144,48 @@ struct Gemv {
     grid = dim3(static_cast<unsigned>((total + kSkinnyBtWarps * R - 1) / (kSkinnyBtWarps * R)));
   }
   T* weights(int i) const { return bench.weights[i % bench.weights.size()]; }
-  void launch(int i, cudaStream_t st, bool settled = false) {
+  template <class Out = Sink>
+  void launch(int i, cudaStream_t st, bool settled = false, Out out = {}) {
     int64_t off = 0;
     for (int m = 0; m < bench.members(); ++m) {
       rows.B[m] = weights(i) + off;
       off += bench.rows(m) * bench.s.k;
     }
     rows.settled = settled;
-    launch_kernel(gemm_skinny_nk<T, 1, G, R, U, Sink>, grid, dim3(kSkinnyBtWarps * 32), 0, st,
-                  static_cast<T const*>(bench.A), rows, int64_t(1), bench.s.k, Sink{}, NoPrologue{});
+    launch_kernel(gemm_skinny_nk<T, 1, G, R, U, Out>, grid, dim3(kSkinnyBtWarps * 32), 0, st,
+                  static_cast<T const*>(bench.A), rows, int64_t(1), bench.s.k, out, NoPrologue{});
   }
 };
 
-template <int G, int R, int U>
+/// The same GEMV on the bulk-copy kernel (gemm_skinny_bulk.cuh), cut as the atom cuts it.
+template <int G>
+struct BulkGemv {
+  Bench const& bench;
+  SkinnyBtRows<T> rows{};
+  BulkPlan plan;
+
+  explicit BulkGemv(Bench const& b) : bench(b) {
+    int64_t end = 0;
+    for (int m = 0; m < b.members(); ++m) rows.end[m] = G == 1 ? (end += b.rows(m)) : b.rows(0);
+    rows.count = b.members();
+    plan = skinny_bulk_plan<T, G>(rows, b.s.k, 0);  // every shape, past kBulkMinBytes or not
+  }
+  T* weights(int i) const { return bench.weights[i % bench.weights.size()]; }
+  template <class Out = Sink>
+  void launch(int i, cudaStream_t st, bool settled = false, Out out = {}) {
+    int64_t off = 0;
+    for (int m = 0; m < bench.members(); ++m) {
+      rows.B[m] = weights(i) + off;
+      off += bench.rows(m) * bench.s.k;
+    }
+    rows.settled = settled;
+    skinny_bulk_rows<T, G>(plan, static_cast<T const*>(bench.A), rows, bench.s.k, out, st);
+  }
+};
+
+template <class Gemv>
 void variant(Bench const& bench, float norm_us, char const* label) {
-  Gemv<G, R, U> gemv(bench);
+  Gemv gemv(bench);
   float const us = per_step([&](int i, cudaStream_t st) {
     launch_kernel(norm_row, dim3(1), dim3(256), 0, st, bench.A, bench.s.k);
     gemv.launch(i, st);
@@ -164,12 +201,11 @@ void sweep(Shape const& s) {
     launch_kernel(norm_row, dim3(1), dim3(256), 0, st, bench.A, s.k);
   });
   std::printf("%-8s %6.1f MB (norm alone %.1f us):", s.name, bench.bytes / 1e6, norm_us);
-  variant<G, 1, 4>(bench, norm_us, "R1U4");
-  variant<G, 1, 8>(bench, norm_us, "R1U8");
-  variant<G, 2, 4>(bench, norm_us, "R2U4");
-  variant<G, 2, 8>(bench, norm_us, "R2U8");
-  variant<G, 4, 2>(bench, norm_us, "R4U2");
-  variant<G, 4, 4>(bench, norm_us, "R4U4");
+  variant<Gemv<G, 2, 4>>(bench, norm_us, "R2U4");
+  variant<Gemv<G, 4, 2>>(bench, norm_us, "R4U2");
+  BulkPlan const plan = BulkGemv<G>(bench).plan;
+  std::printf("  bulk RU%d x%d", plan.ru, plan.stages);
+  if (plan.ru > 0) variant<BulkGemv<G>>(bench, norm_us, "");
   std::printf("  (TB/s)\n");
 }
 
@@ -199,9 +235,9 @@ __global__ void prefetch_then_spin(T const* w, size_t bytes, int64_t spin_ns) {
 /// A GEMV after a latency-bound stretch of `spin_ns`: its share of the step in microseconds as
 /// it is, with its weights prefetched into L2 at the stretch's start, and with `settled` B (the
 /// GEMV's CTAs load their head of B before the PDL wait, while the stretch runs).
-template <int G, int R, int U>
+template <class Gemv>
 void prefetch_variant(Bench const& bench, int64_t spin_ns) {
-  Gemv<G, R, U> gemv(bench);
+  Gemv gemv(bench);
   auto step = [&](bool prefetch, bool settled) {
     return [&, prefetch, settled](int i, cudaStream_t st) {
       launch_kernel(prefetch_then_spin, dim3(132), dim3(256), 0, st, static_cast<T const*>(gemv.weights(i)),
@@ -222,11 +258,62 @@ template <int G, int R, int U>
 void prefetch_sweep(Shape const& s) {
   Bench const bench(s);
   std::printf("%-8s %6.1f MB R%dU%d:", s.name, bench.bytes / 1e6, R, U);
-  for (int64_t ns : {1000, 3000, 6000, 10000}) prefetch_variant<G, R, U>(bench, ns);
+  for (int64_t ns : {1000, 3000, 6000, 10000}) prefetch_variant<Gemv<G, R, U>>(bench, ns);
+  std::printf("\n%-8s %6.1f MB bulk:", s.name, bench.bytes / 1e6);
+  for (int64_t ns : {1000, 3000, 6000, 10000}) prefetch_variant<BulkGemv<G>>(bench, ns);
   std::printf("\n");
 }
 
+/// The bulk kernel's results against the register-streaming kernel's (bf16 results: they may
+/// differ by a rounding step, their sums being added in other orders).
+template <int G>
+void check(Shape const& s) {
+  Bench const bench(s);
+  Gemv<G, 2, 4> ref(bench);
+  BulkGemv<G> bulk(bench);
+  int64_t total = 0;
+  for (int m = 0; m < bench.members(); ++m) total += bench.rows(m);
+  float *a, *b;
+  cudaMalloc(&a, total * sizeof(float));
+  cudaMalloc(&b, total * sizeof(float));
+  Collect ca{}, cb{};
+  int64_t off = 0;
+  for (int m = 0; m < bench.members(); ++m) {
+    ca.c[m] = a + off;
+    cb.c[m] = b + off;
+    off += bench.rows(m);
+  }
+  cudaMemset(b, 0xff, total * sizeof(float));  // NaN where the bulk kernel writes nothing
+  ref.launch(1, nullptr, false, ca);
+  bulk.launch(1, nullptr, true, cb);
+  std::vector<float> ha(total), hb(total);
+  cudaMemcpy(ha.data(), a, total * sizeof(float), cudaMemcpyDeviceToHost);
+  cudaMemcpy(hb.data(), b, total * sizeof(float), cudaMemcpyDeviceToHost);
+  double worst = 0, scale = 0;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < total; ++i) {
+    double const d = std::abs(double(ha[i]) - double(hb[i]));
+    if (!(d <= 0.02 * (std::abs(ha[i]) + 1))) ++bad;
+    worst = d > worst ? d : worst;
+    scale = std::abs(ha[i]) > scale ? std::abs(ha[i]) : scale;
+  }
+  std::printf("check %-8s bulk RU%d x%d: %lld of %lld off (max diff %.3g, max |c| %.3g)\n", s.name, bulk.plan.ru,
+              bulk.plan.stages, static_cast<long long>(bad), static_cast<long long>(total), worst, scale);
+  cudaFree(a);
+  cudaFree(b);
+}
+
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IONBF, 0);  // what printed before a crash still shows
+  if (argc > 1 && std::string(argv[1]) == "check") {
+    check<1>({"qkv", 1, {2048, 1024, 1024}, 2048});
+    check<2>({"gate_up", 2, {6144}, 2048});
+    check<1>({"down", 1, {2048}, 6144});
+    check<1>({"lm_head", 1, {151936}, 2048});
+    check<1>({"odd", 1, {36, 20}, 2048});
+    std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "prefetch") {
     prefetch_sweep<1, 2, 4>({"qkv", 1, {2048, 1024, 1024}, 2048});
     prefetch_sweep<1, 2, 4>({"o_proj", 1, {2048}, 2048});

@@ -41,6 +41,7 @@
 #include <cuda_runtime_api.h>
 
 #include <tilefoundry/runtime/cuda/atoms/device_facts.cuh>
+#include <tilefoundry/runtime/cuda/atoms/gemm_skinny_bulk.cuh>
 #include <tilefoundry/runtime/cuda/atoms/gemm_sm80.cuh>
 #include <tilefoundry/runtime/cuda/atoms/launch.cuh>
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
@@ -665,7 +666,9 @@ inline cudaError_t launch_skinny_tc(T const* A, SkinnyBtRows<T> const& rows, int
 
 /// Every output of the launch through `out` (G = 1: rows end to end; G > 1: side by side), K a
 /// multiple of 8, 16-byte aligned A and B rows; A staged by `pro` when it is a prologue. M <= 8 on
-/// CUDA cores; past that on tensor cores (skinny_tc_fits held, no prologue).
+/// CUDA cores: M = 1 without a prologue streams B by bulk copies where sm_90 code runs and
+/// skinny_bulk_plan cuts it (gemm_skinny_bulk.cuh), else through registers; past M = 8 on tensor
+/// cores (skinny_tc_fits held, no prologue).
 template <class T, int G, class Out, class Pro = NoPrologue>
 inline cudaError_t gemm_skinny_bt_launch(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
                                          cudaStream_t stream, Pro const& pro = {}) {
@@ -674,6 +677,12 @@ inline cudaError_t gemm_skinny_bt_launch(T const* A, SkinnyBtRows<T> const& rows
       return launch_skinny_tc<T, G>(A, rows, M, K, out, stream);
     } else {
       return cudaErrorNotSupported;  // gemm_stages_prologue stages no rows past kSkinnyMaxM
+    }
+  }
+  if constexpr (std::is_same_v<Pro, NoPrologue>) {
+    if (M == 1 && device_facts().sm90_code) {
+      BulkPlan const plan = skinny_bulk_plan<T, G>(rows, K);
+      if (plan.ru > 0) return skinny_bulk_rows<T, G>(plan, A, rows, K, out, stream);
     }
   }
   if (M <= 1) return skinny_nk_rows<T, 1, G>(A, rows, M, K, out, pro, stream);

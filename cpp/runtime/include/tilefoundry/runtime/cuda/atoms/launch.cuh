@@ -34,6 +34,14 @@ __device__ inline void pdl_wait() {
 #endif
 }
 
+/// Allow the next kernel in the stream to start launching (pdl_begin's first half, for threads
+/// that read nothing an earlier kernel writes and so never wait: a GEMV's weight loader).
+__device__ inline void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /// First statement of a PDL-launched kernel: allow the next kernel in the stream to start
 /// launching, then wait for the grids this one depends on. The next kernel's CTAs may so become
 /// resident while this one still waits (a GEMV loading its settled weights behind a norm that
@@ -42,9 +50,7 @@ __device__ inline void pdl_wait() {
 /// of this grid has issued it, so waiting CTAs of later kernels never keep this grid's CTAs off
 /// the SMs. Only reads of memory no kernel that may still run writes (a weight) may come before it.
 __device__ inline void pdl_begin() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+  pdl_trigger();
   pdl_wait();
 }
 
