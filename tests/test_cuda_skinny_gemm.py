@@ -205,19 +205,22 @@ def _make_short(n: int, gen: torch.Generator) -> tuple:
 @func
 def bulk_cuts(
     x: Tensor[(M, 256), bf16],
-    wide: ConstTensor[(81920, 256), bf16],
+    wide: ConstTensor[(262144, 256), bf16],
     y: Tensor[(M, 6144), bf16],
-    tall: ConstTensor[(3600, 6144), bf16],
+    tall: ConstTensor[(10924, 6144), bf16],
     z: Tensor[(M, 2048), bf16],
-    four: ConstTensor[(10244, 2048), bf16],
+    four: ConstTensor[(32772, 2048), bf16],
     v: Tensor[(M, 1024), bf16],
-    odd: ConstTensor[(20481, 1024), bf16],
+    odd: ConstTensor[(65537, 1024), bf16],
 ):
-    # Each B is past the bulk kernel's 40 MB. At M = 1 each GEMM takes that kernel cut its own way:
-    # `wide` in units of 8 rows of 4 KB, eight stages, each refilled many times; `tall` (K = 6144)
-    # in units of 2 rows, four warps a row; `four` (10244 rows) in units of 4, two warps a row.
-    # `odd` (20481 rows) has no cut.
+    # Each B reaches the bulk kernel's 128 MiB. At M = 1 each GEMM takes that kernel cut its own
+    # way: `wide` in units of 8 rows of 512 bytes, eight stages, each refilled many times; `tall`
+    # (K = 6144) in units of 2 rows, four warps a row; `four` (32772 rows) in units of 4, two warps
+    # a row. `odd` (65537 rows) has no cut.
     return x @ _t(wide), y @ _t(tall), z @ _t(four), v @ _t(odd)
+
+
+_BULK_SHAPES = ((262144, 256), (10924, 6144), (32772, 2048), (65537, 1024))
 
 
 def _make_bulk(n: int, gen: torch.Generator) -> tuple:
@@ -225,7 +228,7 @@ def _make_bulk(n: int, gen: torch.Generator) -> tuple:
         a = torch.randn(n, k, generator=gen).to(torch.bfloat16).cuda()
         return a, (torch.randn(rows, k, generator=gen) / k**0.5).to(torch.bfloat16).cuda()
 
-    return (*pair(81920, 256), *pair(3600, 6144), *pair(10244, 2048), *pair(20481, 1024))
+    return tuple(t for rows, k in _BULK_SHAPES for t in pair(rows, k))
 
 
 @module
@@ -242,7 +245,7 @@ class SkinnyCalls:
 @pytest.mark.gpu
 def test_bulk_copy_gemv_cuts_match_evaluator_on_gpu(built) -> None:
     """M = 1 streams a long B through shared memory by bulk copies (gemm_skinny_bulk) wherever a cut
-    of whole rows fits the ring: three of the four GEMMs; the 20481-row one keeps the
+    of whole rows fits the ring: three of the four GEMMs; the 65537-row one keeps the
     register-streaming kernel. Both match the evaluator, and so does M = 2 (the register kernel
     for all four)."""
     linked, _ = built

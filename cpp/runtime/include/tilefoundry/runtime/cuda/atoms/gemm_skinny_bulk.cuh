@@ -36,11 +36,15 @@ inline constexpr size_t kBulkRingBytes = 96 * 1024;
 inline constexpr int kBulkCtasPerSm = 2;
 inline constexpr int kBulkMaxStages = 8;
 inline constexpr int kBulkMinStages = 3;  // one stage consumed, one landing, one being issued
-// B bytes from which a launch takes this kernel. On the H200 (2026-11-30, skinny_sweep.cu) it
-// streamed the LM head (622 MB) at 4.26 TB/s against 3.97 and Qwen3-1.7B's gate/up (50 MB)
-// behind a norm in 12.5 us against 14.0, but took q/k/v (17 MB) 8.6 us against 7.0, o_proj
-// (8 MB) 5.9 against 4.9 and down (25 MB) 12.5 against 9.8 in the same chains.
-inline constexpr int64_t kBulkMinBytes = 40ll << 20;
+// B bytes from which a launch takes this kernel: an LM head, not a decoder layer's projection.
+// On the H200 (2026-11-30, skinny_sweep.cu) it streamed the LM head (622 MB) at 4.26 TB/s
+// against 3.97, and Qwen3-1.7B's gate/up (50 MB) behind a spinning kernel in 11.0-12.4 us
+// against 13.9. But in the decode step (bench/models/profile_decode.py, replayed) gate/up on it
+// lost: 605 tok/s against 623, 598 with down (25 MB) too. Its copies, issued before the PDL wait,
+// flood HBM while the RMS norm before it runs, and that latency-bound kernel took 1.3 us a layer
+// longer. Smaller streams lost even alone: q/k/v (17 MB) 8.6 us against 7.0, o_proj (8 MB) 5.8
+// against 4.9, down 12.3 against 9.7 behind a norm.
+inline constexpr int64_t kBulkMinBytes = 128ll << 20;
 // Barriers (full and empty, a stage each), then the row slices' partials (two iterations' worth).
 inline constexpr size_t kBulkHeaderBytes = 2 * kBulkMaxStages * 8 + 2 * kBulkWarps * 4 * sizeof(float);
 static_assert(kBulkHeaderBytes % 128 == 0, "gemm_skinny_bulk: the ring starts 128-byte aligned");
