@@ -11,7 +11,8 @@
 // `sweep prefetch` instead times each GEMV behind a latency-bound stretch (a spinning CTA standing
 // in for attention or rope) three ways: as it is, with its weights prefetched into L2 when the
 // stretch starts, and with `settled` B (its CTAs load their first packs before the PDL wait).
-// `sweep check` compares the bulk kernel's results with the register kernel's on each shape.
+// `sweep check` compares the bulk kernel's results with the register kernel's on each shape;
+// `sweep pair` times down behind gate/up launched several ways (pair_sweep).
 //
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DNDEBUG \
 //        -I cpp/runtime/include -I <cutlass>/include bench/gpu/kernels/skinny_sweep.cu -o /tmp/sweep
@@ -156,6 +157,36 @@ struct Gemv {
     rows.settled = settled;
     launch_kernel(gemm_skinny_nk<T, 1, G, R, U, Out>, grid, dim3(kSkinnyBtWarps * 32), 0, st,
                   static_cast<T const*>(bench.A), rows, int64_t(1), bench.s.k, out, NoPrologue{});
+  }
+  /// The settled launch with PDL or without it, holding at most `per_sm` CTAs an SM (0: as many as
+  /// fit) by asking for shared memory it does not use.
+  void launch_as(int i, cudaStream_t st, bool pdl, int per_sm) {
+    int64_t off = 0;
+    for (int m = 0; m < bench.members(); ++m) {
+      rows.B[m] = weights(i) + off;
+      off += bench.rows(m) * bench.s.k;
+    }
+    rows.settled = true;
+    auto* kernel = gemm_skinny_nk<T, 1, G, R, U, Sink>;
+    size_t pad = 0;
+    if (per_sm > 0) {
+      int sm_bytes = 0;
+      cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
+      pad = sm_bytes / (per_sm + 1) + 1;  // per_sm + 1 CTAs and their reserved 1 KB each overflow it
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(pad));
+    }
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = dim3(kSkinnyBtWarps * 32);
+    config.dynamicSmemBytes = pad;
+    config.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attr;
+    config.numAttrs = pdl ? 1 : 0;
+    cudaLaunchKernelEx(&config, kernel, static_cast<T const*>(bench.A), rows, int64_t(1), bench.s.k, Sink{},
+                       NoPrologue{});
   }
 };
 
@@ -311,8 +342,54 @@ void check(Shape const& s) {
   cudaFree(b);
 }
 
+/// The MLP pair of a decode layer: the RMS norm, gate/up (settled, with PDL), then down launched
+/// several ways. In the decode step (eighth session) down added 13.8 us a layer after gate/up,
+/// against 10.6 us alone: its CTAs, launched early, become resident as gate/up's leave. Is it
+/// where they land (up to 4 an SM on the SMs that free first), or the early start itself?
+void pair_sweep() {
+  Bench const gu({"gate_up", 2, {6144}, 2048});
+  Bench const dn({"down", 1, {2048}, 6144});
+  Gemv<2, 2, 4> gate_up(gu);
+  Gemv<1, 2, 4> down(dn);
+  float const norm = per_step([&](int, cudaStream_t st) {
+    launch_kernel(norm_row, dim3(1), dim3(256), 0, st, gu.A, gu.s.k);
+  });
+  float const first = per_step([&](int i, cudaStream_t st) {
+    launch_kernel(norm_row, dim3(1), dim3(256), 0, st, gu.A, gu.s.k);
+    gate_up.launch(i, st, true);
+  });
+  std::printf("pair: norm %.1f us, norm + gate/up %.1f us; down's share after them:\n", norm, first);
+  struct Way {
+    char const* name;
+    bool pdl;
+    int per_sm;
+  };
+  for (Way const w : {Way{"PDL (as in decode)", true, 0}, Way{"no PDL", false, 0},
+                      Way{"PDL, <= 2 CTAs an SM", true, 2}, Way{"PDL, <= 3 CTAs an SM", true, 3},
+                      Way{"no PDL, <= 2 CTAs an SM", false, 2}}) {
+    float const us = per_step([&](int i, cudaStream_t st) {
+      launch_kernel(norm_row, dim3(1), dim3(256), 0, st, gu.A, gu.s.k);
+      gate_up.launch(i, st, true);
+      down.launch_as(i, st, w.pdl, w.per_sm);
+    });
+    std::printf("  %-26s %5.1f us\n", w.name, us - first);
+  }
+  Gemv<1, 1, 4> down_r1(dn);  // 512 CTAs: finer placement
+  float const r1 = per_step([&](int i, cudaStream_t st) {
+    launch_kernel(norm_row, dim3(1), dim3(256), 0, st, gu.A, gu.s.k);
+    gate_up.launch(i, st, true);
+    down_r1.launch_as(i, st, true, 0);
+  });
+  std::printf("  %-26s %5.1f us\n", "PDL, R1U4 (512 CTAs)", r1 - first);
+}
+
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IONBF, 0);  // what printed before a crash still shows
+  if (argc > 1 && std::string(argv[1]) == "pair") {
+    pair_sweep();
+    std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "check") {
     check<1>({"qkv", 1, {2048, 1024, 1024}, 2048});
     check<2>({"gate_up", 2, {6144}, 2048});

@@ -26,6 +26,8 @@
 //   BEFORE the PDL wait, so a GEMV launched behind a latency-bound kernel (attention, a norm)
 //   streams its weights while that kernel runs: on the H200, o_proj behind a 3.3 us stretch took
 //   2.6 us instead of 4.8 (bench/gpu/kernels/skinny_sweep.cu prefetch).
+// B (N, K) at M = 1 of 128 MiB or more (an LM head; `gemm_skinny_bulk`, gemm_skinny_bulk.cuh, on
+//   sm_90): the rows stream through a shared-memory ring by bulk copies instead of registers.
 // B (N, K) with 8 < M <= 16 (`gemm_skinny_tc`; skinny_tc_fits: K a multiple of 32, every
 //   member's N of 16, the rows one wave of CTAs): a warp per column would do 16 FMAs per B
 //   element, more than the CUDA cores stream, so the products run on mma.sync tensor cores with

@@ -152,7 +152,7 @@ gemm_skinny_bulk(T const* __restrict__ A, Rows rows, int64_t K, int64_t units, i
   }
   pdl_begin();  // A is the output of the kernel before
   int const r = warp / WPR, part = warp % WPR;
-  int64_t const slice = K / WPR;  // a multiple of 8 (bulk_plan)
+  int64_t const slice = K / WPR;  // a multiple of 8 (skinny_bulk_plan)
   T const* const a = A + part * slice;
   int64_t it = 0;
   for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++it) {
@@ -231,7 +231,9 @@ inline BulkPlan skinny_bulk_plan(Rows const& rows, int64_t K, int64_t min_bytes 
     }
     size_t const unit_bytes = static_cast<size_t>(G) * ru * K * sizeof(T);
     int64_t const stages = static_cast<int64_t>(kBulkRingBytes / unit_bytes);
-    if (fits && stages >= kBulkMinStages) return {ru, static_cast<int>(stages < kBulkMaxStages ? stages : kBulkMaxStages)};
+    if (fits && stages >= kBulkMinStages) {
+      return {ru, static_cast<int>(stages < kBulkMaxStages ? stages : kBulkMaxStages)};
+    }
   }
   return {};
 }
@@ -246,7 +248,8 @@ inline cudaError_t launch_skinny_bulk(T const* A, Rows const& rows, int64_t K, i
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return cudaErrorInvalidDevice;
   if (opted[dev].load() == 0) {
     int const most = static_cast<int>(kBulkHeaderBytes + kBulkRingBytes);
-    opted[dev].store(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most) == cudaSuccess ? 1 : 2);
+    cudaError_t const err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+    opted[dev].store(err == cudaSuccess ? 1 : 2);
   }
   if (opted[dev].load() != 1) return cudaErrorInvalidConfiguration;
   int64_t const units = rows.template total<G>() / RU;
