@@ -292,3 +292,28 @@ def test_gemm_prologues_match_evaluator_on_gpu(built, offset: int) -> None:
     sizes = (1, 2, 3, 5, 6, 7, 8, 9, 16)
     cat.check_compiled(linked, normed_projections, sizes, device="cuda", tolerance=TOLERANCE,
                        make=lambda n, gen: _make_normed(n, gen, offset))
+
+
+@pytest.fixture(scope="module")
+def spread() -> tuple[tilefoundry.LinkedModule, str]:
+    """gated_mlp built with option skinny_spread (its GEMV launches cap their CTAs an SM)."""
+    cat.require_nvcc()
+    stages: dict[str, str] = {}
+    options = {"skinny_spread": True}
+    linked = tilefoundry.compile(gated_mlp, target="cuda", options=options, dump=stages.__setitem__)
+    (source,) = (text for stage, text in stages.items() if stage.startswith("generate source"))
+    return linked, source
+
+
+def test_skinny_spread_is_one_macro_of_the_module(spread, built) -> None:
+    """The option defines TILEFOUNDRY_SKINNY_SPREAD (read by the skinny launch); nvcc builds it.
+    Without the option the macro is absent."""
+    assert spread[1].count("#define TILEFOUNDRY_SKINNY_SPREAD 1") == 1
+    assert "TILEFOUNDRY_SKINNY_SPREAD" not in built[1]
+
+
+@pytest.mark.gpu
+def test_spread_skinny_launches_match_evaluator_on_gpu(spread) -> None:
+    """Capping the CTAs an SM (shared memory asked for and not used) changes no result: gate/up's
+    768 rows and down's 1024 at M = 1..8."""
+    cat.check_compiled(spread[0], gated_mlp, (1, 2, 5, 8), device="cuda", tolerance=TOLERANCE, make=_make_mlp)

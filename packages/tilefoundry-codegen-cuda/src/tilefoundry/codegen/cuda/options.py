@@ -29,4 +29,11 @@ BATCH_LAUNCHES = Option(
     "launch consecutive independent kernels as one (docs/cuda.md) / every kernel alone",
     NAME,
 )
-OPTIONS = (ARCH, PORTABLE, ATTENTION, GEMM_TILE, BATCH_LAUNCHES)
+SKINNY_SPREAD = Option(
+    "skinny_spread", (False, True), False,
+    "a skinny GEMV launch whose CTAs fit ceil(CTAs / SMs) an SM holds no more than that many on any "
+    "SM (an experiment: the decode step's down projection, launched early behind gate/up, took "
+    "13.8 us a layer against 10.6 alone) / as many as fit",
+    NAME,
+)
+OPTIONS = (ARCH, PORTABLE, ATTENTION, GEMM_TILE, BATCH_LAUNCHES, SKINNY_SPREAD)
