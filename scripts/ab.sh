@@ -6,9 +6,11 @@
 #
 #   here:    scripts/ab.sh [--bench "BENCH_ARGS"] REV_A [REV_B ...] [-- ARGS_OF_THE_LAST...]
 #            Each REV is a commit or branch, or `.` for the working tree (tracked and untracked,
-#            not ignored, files); one REV alone is compared with the working tree. The ARGS go
+#            not ignored, files), optionally followed by compile options for that side alone,
+#            each as +KEY=VALUE; one REV alone is compared with the working tree. The ARGS go
 #            to the last side's builds and runs only, e.g.
 #              scripts/ab.sh HEAD HEAD -- --option "gemm_fusion='all'"
+#              scripts/ab.sh HEAD HEAD+skinny_spread=True "HEAD+attention_split='kv_len'"
 #              scripts/ab.sh --bench "--cases rope,rms_norm --peers compile" main pack-uniform
 #   device:  bash .ab/run.sh, carrying .ab. Decode: writes the checkpoint, builds every side in
 #            parallel (separate build caches; two sides built in about 3 minutes on 2026-11-30,
@@ -51,6 +53,10 @@ for i in "${!revs[@]}"; do
   s=${names[$i]}
   sides+=("$s")
   mkdir -p ".ab/$s/.whl"
+  IFS=+ read -r -a parts <<< "${revs[$i]}"
+  revs[i]=${parts[0]}
+  : > ".ab/$s.options"
+  for o in "${parts[@]:1}"; do printf '%q %q ' --option "$o" >> ".ab/$s.options"; done
   if [ "${revs[$i]}" = "." ]; then
     git ls-files -z --cached --others --exclude-standard | xargs -0 tar -c | tar -x -C ".ab/$s"
     what="working tree of $(git rev-parse --short HEAD)"
@@ -59,7 +65,7 @@ for i in "${!revs[@]}"; do
     what="${revs[$i]} ($(git rev-parse --short "${revs[$i]}"))"
   fi
   (cd ".ab/$s" && uv build -q --all-packages --wheel -o .whl)
-  echo "$s: $what" >> .ab/sides.txt
+  echo "$s: $what${parts[1]:+ with ${parts[*]:1}}" >> .ab/sides.txt
 done
 if [ ${#last_args[@]} -gt 0 ]; then
   printf '%q ' "${last_args[@]}" > .ab/last_args.txt
@@ -90,7 +96,12 @@ run() {  # run SIDE CMD...: in that side's tree, with its site and build cache
   shift
   (cd "$s" && PYTHONPATH=/tmp/ab-site-$s:$PWD TILEFOUNDRY_CACHE_DIR=/tmp/ab-cache-$s "$@")
 }
-opts() { [ "$1" = "$last" ] && [ ${#last_args[@]} -gt 0 ] && printf '%s\n' "${last_args[@]}"; }
+opts() {  # the side's own options, then (the last side) the ARGS after --
+  eval "local own=($(cat "$1.options"))"
+  [ ${#own[@]} -gt 0 ] && printf '%s\n' "${own[@]}"
+  [ "$1" = "$last" ] && [ ${#last_args[@]} -gt 0 ] && printf '%s\n' "${last_args[@]}"
+  return 0
+}
 order=()
 for ((i = ${#sides[@]} - 1; i >= 0; i--)); do order+=("${sides[$i]}"); done
 t0=$(date +%s)

@@ -182,6 +182,14 @@ def linked_sm80(tmp_path_factory: pytest.TempPathFactory):
     return _compile(Cases, tmp_path_factory, {"arch": "sm_80"})[0]
 
 
+@pytest.fixture(scope="module")
+def linked_split_len(tmp_path_factory: pytest.TempPathFactory):
+    """Every case with option attention_split="kv_len": the splits share the keys each row block sees."""
+    linked, source = _compile(Cases, tmp_path_factory, {"attention_split": "kv_len"})
+    assert source.count("#define TILEFOUNDRY_ATTN_SPLIT_BY_LEN 1") == 1
+    return linked
+
+
 def test_attention_cases_compile_with_nvcc(linked) -> None:
     """Every tier of the atom (tensor-core rows and keys configs, SIMT, merge) builds for each case."""
     assert linked.library.is_file() and set(linked.entries) == set(Cases.functions)
@@ -197,11 +205,13 @@ cudaError_t decode(ta::AttentionArgs<ta::bf16, int> const& a, void* ws, cudaStre
 """
 
 
-def _ptx_entries(arch: str, tmp_path: Path) -> dict[str, str]:
-    """PTX text per kernel entry of KEYS_TIER_SOURCE built for `arch` (virtual arch only)."""
+def _ptx_entries(arch: str, tmp_path: Path, *defines: str) -> dict[str, str]:
+    """PTX text per kernel entry of KEYS_TIER_SOURCE built for `arch` (virtual arch only), with
+    the given macros defined."""
     from tilefoundry.codegen.cuda.build import nvcc
     from tilefoundry.runtime.headers import cutlass_include_dir, runtime_include_dir
 
+    tmp_path.mkdir(parents=True, exist_ok=True)
     src, ptx = tmp_path / "keys_tier.cu", tmp_path / "keys_tier.ptx"
     src.write_text(KEYS_TIER_SOURCE)
     number = arch.removeprefix("sm_")
@@ -212,6 +222,7 @@ def _ptx_entries(arch: str, tmp_path: Path) -> dict[str, str]:
         "-DNDEBUG",
         "-O3",
         "-DTILEFOUNDRY_TARGET_CUDA",
+        *(f"-D{d}" for d in defines),
         f"-gencode=arch=compute_{number},code=compute_{number}",
         "-I",
         str(runtime_include_dir()),
@@ -248,6 +259,21 @@ def test_keys_tier_cluster_form_compiles(arch: str, tmp_path: Path) -> None:
     else:
         assert "trap" in body and "barrier.cluster" not in body
     assert all("barrier.cluster" not in b for b in [*plain, *merge])
+
+
+def test_splits_cut_by_kv_len_read_the_split_count_on_the_device(tmp_path: Path) -> None:
+    """Under option attention_split="kv_len" (TILEFOUNDRY_ATTN_SPLIT_BY_LEN) every tensor-core
+    kernel divides the keys its row block sees by the launch's splits (%nctaid.z); by default the
+    keys config's workspace forms never read it. Both build for sm_90a."""
+    cat.require_nvcc()
+
+    def reads(entries: dict[str, str]) -> list[bool]:
+        return [("%nctaid.z" in b) for n, b in entries.items() if "flash_mma_kernel" in n]
+
+    plain = reads(_ptx_entries("sm_90a", tmp_path / "plain"))
+    by_len = reads(_ptx_entries("sm_90a", tmp_path / "by_len", "TILEFOUNDRY_ATTN_SPLIT_BY_LEN"))
+    assert len(plain) == len(by_len) == 4
+    assert plain.count(False) == 2 and all(by_len)
 
 
 def _run_and_check(f, name: str, args: tuple[torch.Tensor, ...], where: str) -> None:
@@ -288,15 +314,17 @@ def _decode_inputs(
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("build", ["default", "sm_80"])
+@pytest.mark.parametrize("build", ["default", "sm_80", "split_len"])
 @pytest.mark.parametrize("name", ["gqa2_f16_d64", "gqa4_bf16_d64", "gqa4_f16_d128"])
 def test_decode_with_short_mid_and_full_kv_len_on_gpu(request, build: str, name: str) -> None:
     """Decode rows (g · Sq = g and 16) over a 2048-key cache with kv_len 1, 5, 700 and 2048 (most
     splits empty, some, none), GQA g = 2 and 4, D 64 and 128: the one-launch cluster merge of the
-    default build on sm_90 and the split kernel plus merge kernel of the sm_80 build agree with sdpa."""
+    default build on sm_90, the split kernel plus merge kernel of the sm_80 build, and the splits
+    cut by kv_len (option attention_split) agree with sdpa."""
     from tilefoundry.runtime.loader import load_linked_module
 
-    linked = request.getfixturevalue("linked" if build == "default" else "linked_sm80")
+    fixture = {"default": "linked", "sm_80": "linked_sm80", "split_len": "linked_split_len"}[build]
+    linked = request.getfixturevalue(fixture)
     f = load_linked_module(linked, name)
     q_heads, kv_heads = (p.type.shape[1] for p in Cases.functions[name].params[:2])
     gen = torch.Generator().manual_seed(13)

@@ -36,4 +36,11 @@ SKINNY_SPREAD = Option(
     "13.8 us a layer against 10.6 alone) / as many as fit",
     NAME,
 )
-OPTIONS = (ARCH, PORTABLE, ATTENTION, GEMM_TILE, BATCH_LAUNCHES, SKINNY_SPREAD)
+ATTENTION_SPLIT = Option(
+    "attention_split", ("capacity", "kv_len"), "capacity",
+    "how split-KV attention's tensor-core tiers cut the keys among a launch's splits: chunks of the "
+    "cache's capacity / even chunks of the keys each row block sees at run time (an experiment: at a "
+    "short kv_len every split with keys takes one step of 64 keys)",
+    NAME,
+)
+OPTIONS = (ARCH, PORTABLE, ATTENTION, GEMM_TILE, BATCH_LAUNCHES, SKINNY_SPREAD, ATTENTION_SPLIT)
