@@ -292,11 +292,14 @@ def _run_and_check(f, name: str, args: tuple[torch.Tensor, ...], where: str) -> 
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("build", ["default", "split_len"])
 @pytest.mark.parametrize("name", list(OUTPUTS))
-def test_attention_atom_matches_sdpa_on_gpu(linked, name: str) -> None:
-    """Causal and full, GQA g = 1, 2, 4, kv_len per batch and shared, D 64 and 128, bf16 and f16."""
+def test_attention_atom_matches_sdpa_on_gpu(request, build: str, name: str) -> None:
+    """Causal and full, GQA g = 1, 2, 4, kv_len per batch and shared, D 64 and 128, bf16 and f16;
+    also with the splits cut by kv_len (option attention_split)."""
     from tilefoundry.runtime.loader import load_linked_module
 
+    linked = request.getfixturevalue("linked" if build == "default" else "linked_split_len")
     f = load_linked_module(linked, name)
     gen = torch.Generator().manual_seed(7)
     for sq, skv in SIZES:
