@@ -106,7 +106,7 @@ float per_step(std::function<void(int, cudaStream_t)> const& step) {
 /// One projection's weights (copies that rotate past L2) and its A row, on the device.
 struct Bench {
   Shape s;
-  std::vector<T*> weights;
+  std::vector<T*> weights_;
   T* A = nullptr;
   size_t bytes = 0;
 
@@ -119,54 +119,58 @@ struct Bench {
       T* w;
       cudaMalloc(&w, bytes);
       fill_random<<<1024, 256>>>(w, elems, reinterpret_cast<uintptr_t>(w));
-      weights.push_back(w);
+      weights_.push_back(w);
     }
     cudaMalloc(&A, s.k * sizeof(T));
     fill_random<<<16, 256>>>(A, s.k, 7);
   }
   ~Bench() {
-    for (auto w : weights) cudaFree(w);
+    for (auto w : weights_) cudaFree(w);
     cudaFree(A);
   }
   int members() const { return s.G == 1 ? static_cast<int>(s.n.size()) : s.G; }
   int64_t rows(int m) const { return s.G == 1 ? s.n[m] : s.n[0]; }
+  T* weights(int i) const { return weights_[i % weights_.size()]; }
+  /// The launch's rows: members end to end (G = 1) or side by side.
+  SkinnyBtRows<T> layout() const {
+    SkinnyBtRows<T> r{};
+    int64_t end = 0;
+    for (int m = 0; m < members(); ++m) r.end[m] = s.G == 1 ? (end += rows(m)) : rows(0);
+    r.count = members();
+    return r;
+  }
+  /// Points each member's B into weight copy i.
+  void point(SkinnyBtRows<T>& r, int i, bool settled) const {
+    int64_t off = 0;
+    for (int m = 0; m < members(); ++m) {
+      r.B[m] = weights(i) + off;
+      off += rows(m) * s.k;
+    }
+    r.settled = settled;
+  }
 };
 
 /// The GEMV of `bench` with launch shape R x U: `launch(i, ...)` runs it on weight copy i.
 template <int G, int R, int U>
 struct Gemv {
   Bench const& bench;
-  SkinnyBtRows<T> rows{};
+  SkinnyBtRows<T> rows;
   dim3 grid;
 
-  explicit Gemv(Bench const& b) : bench(b) {
-    int64_t end = 0;
-    for (int m = 0; m < b.members(); ++m) rows.end[m] = G == 1 ? (end += b.rows(m)) : b.rows(0);
-    rows.count = b.members();
-    int64_t const total = G == 1 ? end : b.rows(0);
-    grid = dim3(static_cast<unsigned>((total + kSkinnyBtWarps * R - 1) / (kSkinnyBtWarps * R)));
+  explicit Gemv(Bench const& b) : bench(b), rows(b.layout()) {
+    grid = dim3(static_cast<unsigned>((rows.template total<G>() + kSkinnyBtWarps * R - 1) / (kSkinnyBtWarps * R)));
   }
-  T* weights(int i) const { return bench.weights[i % bench.weights.size()]; }
+  T* weights(int i) const { return bench.weights(i); }
   template <class Out = Sink>
   void launch(int i, cudaStream_t st, bool settled = false, Out out = {}) {
-    int64_t off = 0;
-    for (int m = 0; m < bench.members(); ++m) {
-      rows.B[m] = weights(i) + off;
-      off += bench.rows(m) * bench.s.k;
-    }
-    rows.settled = settled;
+    bench.point(rows, i, settled);
     launch_kernel(gemm_skinny_nk<T, 1, G, R, U, Out>, grid, dim3(kSkinnyBtWarps * 32), 0, st,
                   static_cast<T const*>(bench.A), rows, int64_t(1), bench.s.k, out, NoPrologue{});
   }
   /// The settled launch with PDL or without it, holding at most `per_sm` CTAs an SM (0: as many as
   /// fit) by asking for shared memory it does not use.
   void launch_as(int i, cudaStream_t st, bool pdl, int per_sm) {
-    int64_t off = 0;
-    for (int m = 0; m < bench.members(); ++m) {
-      rows.B[m] = weights(i) + off;
-      off += bench.rows(m) * bench.s.k;
-    }
-    rows.settled = true;
+    bench.point(rows, i, true);
     auto* kernel = gemm_skinny_nk<T, 1, G, R, U, Sink>;
     size_t pad = 0;
     if (per_sm > 0) {
@@ -175,18 +179,13 @@ struct Gemv {
       pad = sm_bytes / (per_sm + 1) + 1;  // per_sm + 1 CTAs and their reserved 1 KB each overflow it
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(pad));
     }
-    cudaLaunchConfig_t config{};
-    config.gridDim = grid;
-    config.blockDim = dim3(kSkinnyBtWarps * 32);
-    config.dynamicSmemBytes = pad;
-    config.stream = st;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = attr;
-    config.numAttrs = pdl ? 1 : 0;
-    cudaLaunchKernelEx(&config, kernel, static_cast<T const*>(bench.A), rows, int64_t(1), bench.s.k, Sink{},
-                       NoPrologue{});
+    T const* a = bench.A;
+    if (pdl) {
+      launch_kernel(kernel, grid, dim3(kSkinnyBtWarps * 32), pad, st, a, rows, int64_t(1), bench.s.k, Sink{},
+                    NoPrologue{});
+    } else {
+      kernel<<<grid, kSkinnyBtWarps * 32, pad, st>>>(a, rows, int64_t(1), bench.s.k, Sink{}, NoPrologue{});
+    }
   }
 };
 
@@ -194,24 +193,15 @@ struct Gemv {
 template <int G>
 struct BulkGemv {
   Bench const& bench;
-  SkinnyBtRows<T> rows{};
+  SkinnyBtRows<T> rows;
   BulkPlan plan;
 
-  explicit BulkGemv(Bench const& b) : bench(b) {
-    int64_t end = 0;
-    for (int m = 0; m < b.members(); ++m) rows.end[m] = G == 1 ? (end += b.rows(m)) : b.rows(0);
-    rows.count = b.members();
-    plan = skinny_bulk_plan<T, G>(rows, b.s.k, 0);  // every shape, past kBulkMinBytes or not
-  }
-  T* weights(int i) const { return bench.weights[i % bench.weights.size()]; }
+  explicit BulkGemv(Bench const& b)
+      : bench(b), rows(b.layout()), plan(skinny_bulk_plan<T, G>(rows, b.s.k, 0)) {}  // past kBulkMinBytes or not
+  T* weights(int i) const { return bench.weights(i); }
   template <class Out = Sink>
   void launch(int i, cudaStream_t st, bool settled = false, Out out = {}) {
-    int64_t off = 0;
-    for (int m = 0; m < bench.members(); ++m) {
-      rows.B[m] = weights(i) + off;
-      off += bench.rows(m) * bench.s.k;
-    }
-    rows.settled = settled;
+    bench.point(rows, i, settled);
     skinny_bulk_rows<T, G>(plan, static_cast<T const*>(bench.A), rows, bench.s.k, out, st);
   }
 };
