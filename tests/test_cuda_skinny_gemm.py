@@ -9,6 +9,7 @@ M the tier takes, plus the first M past it (the tiled tiers).
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -239,18 +240,23 @@ class SkinnyCalls:
     gated_mlp = gated_mlp
     normed_projections = normed_projections
     short_group = short_group
-    bulk_cuts = bulk_cuts
+
+
+@pytest.fixture(scope="module")
+def bulk_built() -> tilefoundry.LinkedModule:
+    """bulk_cuts alone (its 512 MiB of weights run only on a GPU, so CI does not build it)."""
+    cat.require_nvcc()
+    return tilefoundry.compile(bulk_cuts, target="cuda")
 
 
 @pytest.mark.gpu
-def test_bulk_copy_gemv_cuts_match_evaluator_on_gpu(built) -> None:
+def test_bulk_copy_gemv_cuts_match_evaluator_on_gpu(bulk_built) -> None:
     """M = 1 streams a long B through shared memory by bulk copies (gemm_skinny_bulk) wherever a cut
     of whole rows fits the ring: three of the four GEMMs; the 65537-row one keeps the
     register-streaming kernel. Both match the evaluator, and so does M = 2 (the register kernel
     for all four)."""
-    linked, _ = built
-    cat.check_compiled(linked, bulk_cuts, (1, 2), device="cuda", tolerance=TOLERANCE, make=_make_bulk)
-    body = CompiledFunction(load_linked_module(linked, "bulk_cuts"), True)
+    cat.check_compiled(bulk_built, bulk_cuts, (1, 2), device="cuda", tolerance=TOLERANCE, make=_make_bulk)
+    body = CompiledFunction(load_linked_module(bulk_built, "bulk_cuts"), True)
     args = _make_bulk(1, torch.Generator().manual_seed(1))
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         body(*args)
@@ -295,25 +301,51 @@ def test_gemm_prologues_match_evaluator_on_gpu(built, offset: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def spread() -> tuple[tilefoundry.LinkedModule, str]:
+def spread() -> tilefoundry.LinkedModule:
     """gated_mlp built with option skinny_spread (its GEMV launches cap their CTAs an SM)."""
     cat.require_nvcc()
-    stages: dict[str, str] = {}
-    options = {"skinny_spread": True}
-    linked = tilefoundry.compile(gated_mlp, target="cuda", options=options, dump=stages.__setitem__)
-    (source,) = (text for stage, text in stages.items() if stage.startswith("generate source"))
-    return linked, source
+    return tilefoundry.compile(gated_mlp, target="cuda", options={"skinny_spread": True})
 
 
-def test_skinny_spread_is_one_macro_of_the_module(spread, built) -> None:
-    """The option defines TILEFOUNDRY_SKINNY_SPREAD (read by the skinny launch); nvcc builds it.
-    Without the option the macro is absent."""
-    assert spread[1].count("#define TILEFOUNDRY_SKINNY_SPREAD 1") == 1
-    assert "TILEFOUNDRY_SKINNY_SPREAD" not in built[1]
+# A skinny launch with the spread compiled in, host side and device side, for one M = 1 call.
+SPREAD_SOURCE = """
+#include <tilefoundry/runtime/cuda/atoms/gemm_skinny.cuh>
+namespace ta = tilefoundry::atoms;
+cudaError_t rows(ta::detail::SkinnyBtRows<ta::bf16> const& r, ta::bf16 const* a, cudaStream_t s) {
+  return ta::detail::gemm_skinny_bt_rows(a, r, 1, 1024, s);
+}
+"""
+
+
+def test_skinny_spread_is_one_macro_the_skinny_launch_builds_with(tmp_path) -> None:
+    """The option defines TILEFOUNDRY_SKINNY_SPREAD once in the generated source (absent without
+    it), and a skinny launch compiled with that macro builds with nvcc."""
+    from tilefoundry.codegen.cuda import emit as cuda_emit
+    from tilefoundry.codegen.cuda.build import nvcc
+    from tilefoundry.ir.pipeline import schedule_module
+    from tilefoundry.ir.target import get_target
+    from tilefoundry.runtime.headers import cutlass_include_dir, runtime_include_dir
+
+    cat.require_nvcc()
+
+    def source(options: dict[str, object]) -> str:
+        catalog = get_target("cuda").catalog_for(options)
+        scheduled = schedule_module("mlp", {"gated_mlp": gated_mlp}, catalog, options)
+        return cuda_emit.codegen(scheduled, options).files["mlp.cu"]
+
+    assert source({"skinny_spread": True}).count("#define TILEFOUNDRY_SKINNY_SPREAD 1") == 1
+    assert "TILEFOUNDRY_SKINNY_SPREAD" not in source({})
+    src = tmp_path / "spread.cu"
+    src.write_text(SPREAD_SOURCE)
+    cmd = [nvcc(), "-std=c++17", "--expt-relaxed-constexpr", "-DNDEBUG", "-DTILEFOUNDRY_SKINNY_SPREAD",
+           "-gencode=arch=compute_90a,code=sm_90a", "-I", str(runtime_include_dir()), "-isystem",
+           str(cutlass_include_dir()), "-c", str(src), "-o", str(tmp_path / "spread.o")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 @pytest.mark.gpu
 def test_spread_skinny_launches_match_evaluator_on_gpu(spread) -> None:
     """Capping the CTAs an SM (shared memory asked for and not used) changes no result: gate/up's
     768 rows and down's 1024 at M = 1..8."""
-    cat.check_compiled(spread[0], gated_mlp, (1, 2, 5, 8), device="cuda", tolerance=TOLERANCE, make=_make_mlp)
+    cat.check_compiled(spread, gated_mlp, (1, 2, 5, 8), device="cuda", tolerance=TOLERANCE, make=_make_mlp)
