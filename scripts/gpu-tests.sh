@@ -22,5 +22,7 @@ if python3 -c "import xdist" 2>/dev/null; then
 fi
 python3 -m pytest -m gpu -p no:cacheprovider -rfE --durations=15 "${parallel[@]}" "$@" packages tests 2>&1 | tee /tmp/tilefoundry-gpu-tests.log
 status=${PIPESTATUS[0]}
-echo "gpu suite: $(tail -n 1 /tmp/tilefoundry-gpu-tests.log) (exit $status) on $(date -u +%F)"
+# pytest's own summary line (with -q and xdist the log may end in the durations instead)
+summary=$(grep -E '^(=+ )?[0-9]+ (passed|failed|error)' /tmp/tilefoundry-gpu-tests.log | tail -n 1)
+echo "gpu suite: ${summary:-no pytest summary line in the log} (exit $status) on $(date -u +%F)"
 exit "$status"
