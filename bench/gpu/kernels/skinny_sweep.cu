@@ -173,12 +173,7 @@ struct Gemv {
     bench.point(rows, i, true);
     auto* kernel = gemm_skinny_nk<T, 1, G, R, U, Sink>;
     size_t pad = 0;
-    if (per_sm > 0) {
-      int sm_bytes = 0;
-      cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
-      pad = sm_bytes / (per_sm + 1) + 1;  // per_sm + 1 CTAs and their reserved 1 KB each overflow it
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(pad));
-    }
+    if (per_sm > 0) skinny_cap_ctas(kernel, per_sm, pad);
     T const* a = bench.A;
     if (pdl) {
       launch_kernel(kernel, grid, dim3(kSkinnyBtWarps * 32), pad, st, a, rows, int64_t(1), bench.s.k, Sink{},

@@ -624,30 +624,51 @@ inline int skinny_bt_rows_per_warp(SkinnyBtRows<T> const& rows, int G, int most)
   return r;
 }
 
+/// For a launch of at least `min_bytes` of B (gemm_skinny_bulk.cuh): the most rows a unit (8, 4
+/// or 2) that divide every member's rows, cut K in 16-byte slices over the unit's warps, and leave
+/// the ring kBulkMinStages stages; ru = 0 where none does.
+template <class T, int G>
+inline BulkPlan skinny_bulk_plan(SkinnyBtRows<T> const& rows, int64_t K, int64_t min_bytes = kBulkMinBytes) {
+  if (G * rows.template total<G>() * K * static_cast<int64_t>(sizeof(T)) < min_bytes) return {};
+  for (int ru = skinny_bt_rows_per_warp(rows, G, 8); ru >= 2; ru /= 2) {
+    size_t const unit_bytes = static_cast<size_t>(G) * ru * K * sizeof(T);
+    int64_t const stages = static_cast<int64_t>(kBulkRingBytes / unit_bytes);
+    if (K % (8 * (kBulkWarps / ru)) == 0 && stages >= kBulkMinStages) {
+      return {ru, static_cast<int>(stages < kBulkMaxStages ? stages : kBulkMaxStages)};
+    }
+  }
+  return {};
+}
+
 /// Shared memory a prologue's staged A rows take (0 without a prologue).
 template <class T, class Pro>
 inline size_t skinny_staged_bytes(int64_t M, int64_t K) {
   return std::is_same_v<Pro, NoPrologue> ? 0 : static_cast<size_t>(M * K) * sizeof(T);
 }
 
-/// Raises `smem` (a launch of `ctas` CTAs) so that no SM holds more than ceil(ctas / SMs) of them,
-/// and opts `kernel` into it (TILEFOUNDRY_SKINNY_SPREAD); unchanged where no more would fit
-/// anyway. A grid launched early behind another kernel (PDL) otherwise piles up to the occupancy
-/// limit on the SMs that free first. A failed query fails the launch: the option was asked for.
+/// Raises `smem` so that at most `per_sm` CTAs of `kernel` fit an SM, asking for shared memory
+/// they do not use, and opts `kernel` into it; unchanged where no more would fit anyway.
 template <class Kernel>
-inline cudaError_t skinny_spread(Kernel kernel, unsigned ctas, size_t& smem) {
+inline cudaError_t skinny_cap_ctas(Kernel kernel, int per_sm, size_t& smem) {
   int dev = 0, sm_bytes = 0, fit = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
   if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, kSkinnyBtWarps * 32, smem);
   if (err != cudaSuccess) return err;
-  int const sms = device_facts().sms;
-  int const per_sm = static_cast<int>((ctas + sms - 1) / sms);
   size_t const pad = static_cast<size_t>(sm_bytes) / (per_sm + 1) + 1;  // per_sm + 1 CTAs overflow the SM
   if (fit <= per_sm || pad <= smem) return cudaSuccess;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(pad));
   if (err == cudaSuccess) smem = pad;
   return err;
+}
+
+/// TILEFOUNDRY_SKINNY_SPREAD: no SM holds more than ceil(ctas / SMs) of a launch's CTAs. A grid
+/// launched early behind another kernel (PDL) otherwise piles up to the occupancy limit on the
+/// SMs that free first. A failed query fails the launch: the option was asked for.
+template <class Kernel>
+inline cudaError_t skinny_spread(Kernel kernel, unsigned ctas, size_t& smem) {
+  int const sms = device_facts().sms;
+  return skinny_cap_ctas(kernel, static_cast<int>((ctas + sms - 1) / sms), smem);
 }
 
 template <class T, int MT, int G, int R, int U, class Out, class Pro>

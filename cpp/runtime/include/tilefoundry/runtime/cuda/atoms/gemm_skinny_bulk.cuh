@@ -152,7 +152,7 @@ gemm_skinny_bulk(T const* __restrict__ A, Rows rows, int64_t K, int64_t units, i
   }
   pdl_begin();  // A is the output of the kernel before
   int const r = warp / WPR, part = warp % WPR;
-  int64_t const slice = K / WPR;  // a multiple of 8 (skinny_bulk_plan)
+  int64_t const slice = K / WPR;  // a multiple of 8 (skinny_bulk_plan, gemm_skinny.cuh)
   T const* const a = A + part * slice;
   int64_t it = 0;
   for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++it) {
@@ -214,29 +214,6 @@ struct BulkPlan {
   int ru = 0;
   int stages = 0;
 };
-
-/// For a launch of at least kBulkMinBytes of B: the most rows a unit (8, 4 or 2) that divide
-/// every member's rows, cut K in 16-byte slices over the unit's warps, and leave the ring
-/// kBulkMinStages stages.
-template <class T, int G, class Rows>
-inline BulkPlan skinny_bulk_plan(Rows const& rows, int64_t K, int64_t min_bytes = kBulkMinBytes) {
-  int64_t const rows_read = G == 1 ? rows.end[rows.count - 1] : G * rows.end[0];
-  if (rows_read * K * static_cast<int64_t>(sizeof(T)) < min_bytes) return {};
-  for (int ru = 8; ru >= 2; ru /= 2) {
-    bool fits = K % (8 * (kBulkWarps / ru)) == 0;
-    int64_t begin = 0;
-    for (int s = 0; s < (G == 1 ? rows.count : 1); ++s) {
-      fits = fits && (rows.end[s] - begin) % ru == 0;
-      begin = rows.end[s];
-    }
-    size_t const unit_bytes = static_cast<size_t>(G) * ru * K * sizeof(T);
-    int64_t const stages = static_cast<int64_t>(kBulkRingBytes / unit_bytes);
-    if (fits && stages >= kBulkMinStages) {
-      return {ru, static_cast<int>(stages < kBulkMaxStages ? stages : kBulkMaxStages)};
-    }
-  }
-  return {};
-}
 
 template <class T, int G, int RU, class Rows, class Out>
 inline cudaError_t launch_skinny_bulk(T const* A, Rows const& rows, int64_t K, int stages, Out const& out,
