@@ -7,7 +7,9 @@ DimVar values.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import pytest
 import torch
@@ -204,3 +206,28 @@ def require_nvcc() -> None:
     """Skip the calling test or fixture when the cuda target cannot compile here, saying why."""
     if not get_target("cuda").availability.can_compile:
         pytest.skip("cuda cannot compile here: " + "; ".join(get_target("cuda").availability.reasons))
+
+
+def cuda_source(fn: Function, options: Mapping[str, object]) -> str:
+    """The CUDA translation unit codegen-cuda writes for `fn` alone under `options` (not built)."""
+    from tilefoundry.codegen.cuda import emit as cuda_emit
+    from tilefoundry.ir.pipeline import schedule_module
+
+    catalog = get_target("cuda").catalog_for(options)
+    scheduled = schedule_module(fn.name, {fn.name: fn}, catalog, options)
+    return cuda_emit.codegen(scheduled, options).files[f"{fn.name}.cu"]
+
+
+def nvcc_compile(text: str, out: Path, *flags: str) -> None:
+    """Compiles C++ `text` against the runtime and CUTLASS headers into `out` with nvcc (`flags`
+    choose the code and the output: `-ptx`, `-c`), asserting it builds."""
+    from tilefoundry.codegen.cuda.build import nvcc
+    from tilefoundry.runtime.headers import cutlass_include_dir, runtime_include_dir
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    src = out.with_suffix(".cu")
+    src.write_text(text)
+    headers = ["-I", str(runtime_include_dir()), "-isystem", str(cutlass_include_dir())]
+    cmd = [nvcc(), "-std=c++17", "--expt-relaxed-constexpr", "-DNDEBUG", *flags, *headers, str(src)]
+    done = subprocess.run([*cmd, "-o", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr

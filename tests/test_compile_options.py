@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,12 +12,13 @@ import torch
 
 import tilefoundry
 from tilefoundry.check import allclose
-from tilefoundry.codegen.cuda import emit as cuda_emit
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, f32, func, tf
 from tilefoundry.ir.errors import PlanError
-from tilefoundry.ir.pipeline import schedule_module
 from tilefoundry.ir.target import PLANNER_OPTIONS, Option, get_target
 from tilefoundry.runtime import autotune
+
+sys.path.insert(0, os.path.dirname(__file__))
+import catalogue_programs as cat
 
 T = DimVar("T", 1, 33)
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "compiling.md"
@@ -59,12 +62,7 @@ def test_every_declared_cuda_default_emits_what_absence_emits() -> None:
     }
     assert set(defaults) == planner | cuda
 
-    def source(options: dict[str, object]) -> str:
-        catalog = get_target("cuda").catalog_for(options)
-        scheduled = schedule_module("proj", {"proj": proj}, catalog, options)
-        return cuda_emit.codegen(scheduled, options).files["proj.cu"]
-
-    assert source(defaults) == source({})
+    assert cat.cuda_source(proj, defaults) == cat.cuda_source(proj, {})
 
 
 def test_an_unknown_option_is_refused_naming_it_the_target_and_the_accepted_names() -> None:

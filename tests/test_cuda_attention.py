@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -208,33 +207,11 @@ cudaError_t decode(ta::AttentionArgs<ta::bf16, int> const& a, void* ws, cudaStre
 def _ptx_entries(arch: str, tmp_path: Path, *defines: str) -> dict[str, str]:
     """PTX text per kernel entry of KEYS_TIER_SOURCE built for `arch` (virtual arch only), with
     the given macros defined."""
-    from tilefoundry.codegen.cuda.build import nvcc
-    from tilefoundry.runtime.headers import cutlass_include_dir, runtime_include_dir
-
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    src, ptx = tmp_path / "keys_tier.cu", tmp_path / "keys_tier.ptx"
-    src.write_text(KEYS_TIER_SOURCE)
+    ptx = tmp_path / "keys_tier.ptx"
     number = arch.removeprefix("sm_")
-    cmd = [
-        nvcc(),
-        "-std=c++17",
-        "--expt-relaxed-constexpr",
-        "-DNDEBUG",
-        "-O3",
-        "-DTILEFOUNDRY_TARGET_CUDA",
-        *(f"-D{d}" for d in defines),
-        f"-gencode=arch=compute_{number},code=compute_{number}",
-        "-I",
-        str(runtime_include_dir()),
-        "-isystem",
-        str(cutlass_include_dir()),
-        "-ptx",
-        str(src),
-        "-o",
-        str(ptx),
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
+    code = f"-gencode=arch=compute_{number},code=compute_{number}"
+    flags = ["-O3", "-DTILEFOUNDRY_TARGET_CUDA", *(f"-D{d}" for d in defines), code, "-ptx"]
+    cat.nvcc_compile(KEYS_TIER_SOURCE, ptx, *flags)
     text = ptx.read_text()
     return {m["name"]: m["body"] for m in re.finditer(r"\.entry (?P<name>\w+)\((?P<body>.*?)\n}", text, re.S)}
 

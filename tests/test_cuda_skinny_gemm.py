@@ -9,7 +9,6 @@ M the tier takes, plus the first M past it (the tiled tiers).
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import pytest
@@ -320,28 +319,12 @@ cudaError_t rows(ta::detail::SkinnyBtRows<ta::bf16> const& r, ta::bf16 const* a,
 def test_skinny_spread_is_one_macro_the_skinny_launch_builds_with(tmp_path) -> None:
     """The option defines TILEFOUNDRY_SKINNY_SPREAD once in the generated source (absent without
     it), and a skinny launch compiled with that macro builds with nvcc."""
-    from tilefoundry.codegen.cuda import emit as cuda_emit
-    from tilefoundry.codegen.cuda.build import nvcc
-    from tilefoundry.ir.pipeline import schedule_module
-    from tilefoundry.ir.target import get_target
-    from tilefoundry.runtime.headers import cutlass_include_dir, runtime_include_dir
-
     cat.require_nvcc()
-
-    def source(options: dict[str, object]) -> str:
-        catalog = get_target("cuda").catalog_for(options)
-        scheduled = schedule_module("mlp", {"gated_mlp": gated_mlp}, catalog, options)
-        return cuda_emit.codegen(scheduled, options).files["mlp.cu"]
-
-    assert source({"skinny_spread": True}).count("#define TILEFOUNDRY_SKINNY_SPREAD 1") == 1
-    assert "TILEFOUNDRY_SKINNY_SPREAD" not in source({})
-    src = tmp_path / "spread.cu"
-    src.write_text(SPREAD_SOURCE)
-    cmd = [nvcc(), "-std=c++17", "--expt-relaxed-constexpr", "-DNDEBUG", "-DTILEFOUNDRY_SKINNY_SPREAD",
-           "-gencode=arch=compute_90a,code=sm_90a", "-I", str(runtime_include_dir()), "-isystem",
-           str(cutlass_include_dir()), "-c", str(src), "-o", str(tmp_path / "spread.o")]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
+    spread = cat.cuda_source(gated_mlp, {"skinny_spread": True})
+    assert spread.count("#define TILEFOUNDRY_SKINNY_SPREAD 1") == 1
+    assert "TILEFOUNDRY_SKINNY_SPREAD" not in cat.cuda_source(gated_mlp, {})
+    flags = ("-DTILEFOUNDRY_SKINNY_SPREAD", "-gencode=arch=compute_90a,code=sm_90a", "-c")
+    cat.nvcc_compile(SPREAD_SOURCE, tmp_path / "spread.o", *flags)
 
 
 @pytest.mark.gpu
