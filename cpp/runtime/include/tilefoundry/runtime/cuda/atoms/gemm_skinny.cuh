@@ -714,7 +714,7 @@ inline cudaError_t launch_skinny_tc(T const* A, SkinnyBtRows<T> const& rows, int
 /// Every output of the launch through `out` (G = 1: rows end to end; G > 1: side by side), K a
 /// multiple of 8, 16-byte aligned A and B rows; A staged by `pro` when it is a prologue. M <= 8 on
 /// CUDA cores: M = 1 without a prologue streams B by bulk copies where sm_90 code runs and
-/// skinny_bulk_plan cuts it (gemm_skinny_bulk.cuh), else through registers; past M = 8 on tensor
+/// skinny_bulk_plan cuts it (the kernel: gemm_skinny_bulk.cuh), else through registers; past M = 8 on tensor
 /// cores (skinny_tc_fits held, no prologue).
 template <class T, int G, class Out, class Pro = NoPrologue>
 inline cudaError_t gemm_skinny_bt_launch(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
