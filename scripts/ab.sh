@@ -10,7 +10,7 @@
 #            each as +KEY=VALUE; one REV alone is compared with the working tree. The ARGS go
 #            to the last side's builds and runs only, e.g.
 #              scripts/ab.sh HEAD HEAD -- --option "gemm_fusion='all'"
-#              scripts/ab.sh HEAD HEAD+skinny_spread=True "HEAD+attention_split='kv_len'"
+#              scripts/ab.sh HEAD HEAD+batch_launches=False
 #              scripts/ab.sh --bench "--cases rope,rms_norm --peers compile" main pack-uniform
 #   device:  bash .ab/run.sh, carrying .ab. Decode: writes the checkpoint, builds every side in
 #            parallel (separate build caches; two sides built in about 3 minutes on 2026-11-30,

@@ -181,14 +181,6 @@ def linked_sm80(tmp_path_factory: pytest.TempPathFactory):
     return _compile(Cases, tmp_path_factory, {"arch": "sm_80"})[0]
 
 
-@pytest.fixture(scope="module")
-def linked_split_len(tmp_path_factory: pytest.TempPathFactory):
-    """Every case with option attention_split="kv_len": the splits share the keys each row block sees."""
-    linked, source = _compile(Cases, tmp_path_factory, {"attention_split": "kv_len"})
-    assert source.count("#define TILEFOUNDRY_ATTN_SPLIT_BY_LEN 1") == 1
-    return linked
-
-
 def test_attention_cases_compile_with_nvcc(linked) -> None:
     """Every tier of the atom (tensor-core rows and keys configs, SIMT, merge) builds for each case."""
     assert linked.library.is_file() and set(linked.entries) == set(Cases.functions)
@@ -204,13 +196,12 @@ cudaError_t decode(ta::AttentionArgs<ta::bf16, int> const& a, void* ws, cudaStre
 """
 
 
-def _ptx_entries(arch: str, tmp_path: Path, *defines: str) -> dict[str, str]:
-    """PTX text per kernel entry of KEYS_TIER_SOURCE built for `arch` (virtual arch only), with
-    the given macros defined."""
+def _ptx_entries(arch: str, tmp_path: Path) -> dict[str, str]:
+    """PTX text per kernel entry of KEYS_TIER_SOURCE built for `arch` (virtual arch only)."""
     ptx = tmp_path / "keys_tier.ptx"
     number = arch.removeprefix("sm_")
     code = f"-gencode=arch=compute_{number},code=compute_{number}"
-    flags = ["-O3", "-DTILEFOUNDRY_TARGET_CUDA", *(f"-D{d}" for d in defines), code, "-ptx"]
+    flags = ["-O3", "-DTILEFOUNDRY_TARGET_CUDA", code, "-ptx"]
     cat.nvcc_compile(KEYS_TIER_SOURCE, ptx, *flags)
     text = ptx.read_text()
     return {m["name"]: m["body"] for m in re.finditer(r"\.entry (?P<name>\w+)\((?P<body>.*?)\n}", text, re.S)}
@@ -238,19 +229,14 @@ def test_keys_tier_cluster_form_compiles(arch: str, tmp_path: Path) -> None:
     assert all("barrier.cluster" not in b for b in [*plain, *merge])
 
 
-def test_splits_cut_by_kv_len_read_the_split_count_on_the_device(tmp_path: Path) -> None:
-    """Under option attention_split="kv_len" (TILEFOUNDRY_ATTN_SPLIT_BY_LEN) every tensor-core
-    kernel divides the keys its row block sees by the launch's splits (%nctaid.z); by default the
-    keys config's workspace forms never read it. Both build for sm_90a."""
+def test_tensor_core_splits_share_the_keys_by_the_split_count_on_the_device(tmp_path: Path) -> None:
+    """Every tensor-core kernel, both forms of the keys config among them, divides the keys its row
+    block sees by the launch's splits (%nctaid.z) at run time; built for sm_90a."""
     cat.require_nvcc()
-
-    def reads(entries: dict[str, str]) -> list[bool]:
-        return [("%nctaid.z" in b) for n, b in entries.items() if "flash_mma_kernel" in n]
-
-    plain = reads(_ptx_entries("sm_90a", tmp_path / "plain"))
-    by_len = reads(_ptx_entries("sm_90a", tmp_path / "by_len", "TILEFOUNDRY_ATTN_SPLIT_BY_LEN"))
-    assert len(plain) == len(by_len) == 4
-    assert plain.count(False) == 2 and all(by_len)
+    flash = {n: b for n, b in _ptx_entries("sm_90a", tmp_path).items() if "flash_mma_kernel" in n}
+    # Mangled template arguments: FlashConfig<128, 1, 4, ...> is the keys config.
+    assert len(flash) == 4 and sum("Li128ELi1ELi4E" in n for n in flash) == 2, sorted(flash)
+    assert all("%nctaid.z" in b for b in flash.values())
 
 
 def _run_and_check(f, name: str, args: tuple[torch.Tensor, ...], where: str) -> None:
@@ -269,14 +255,11 @@ def _run_and_check(f, name: str, args: tuple[torch.Tensor, ...], where: str) -> 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("build", ["default", "split_len"])
 @pytest.mark.parametrize("name", list(OUTPUTS))
-def test_attention_atom_matches_sdpa_on_gpu(request, build: str, name: str) -> None:
-    """Causal and full, GQA g = 1, 2, 4, kv_len per batch and shared, D 64 and 128, bf16 and f16;
-    also with the splits cut by kv_len (option attention_split)."""
+def test_attention_atom_matches_sdpa_on_gpu(linked, name: str) -> None:
+    """Causal and full, GQA g = 1, 2, 4, kv_len per batch and shared, D 64 and 128, bf16 and f16."""
     from tilefoundry.runtime.loader import load_linked_module
 
-    linked = request.getfixturevalue("linked" if build == "default" else "linked_split_len")
     f = load_linked_module(linked, name)
     gen = torch.Generator().manual_seed(7)
     for sq, skv in SIZES:
@@ -294,17 +277,15 @@ def _decode_inputs(
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("build", ["default", "sm_80", "split_len"])
+@pytest.mark.parametrize("build", ["default", "sm_80"])
 @pytest.mark.parametrize("name", ["gqa2_f16_d64", "gqa4_bf16_d64", "gqa4_f16_d128"])
 def test_decode_with_short_mid_and_full_kv_len_on_gpu(request, build: str, name: str) -> None:
     """Decode rows (g · Sq = g and 16) over a 2048-key cache with kv_len 1, 5, 700 and 2048 (most
     splits empty, some, none), GQA g = 2 and 4, D 64 and 128: the one-launch cluster merge of the
-    default build on sm_90, the split kernel plus merge kernel of the sm_80 build, and the splits
-    cut by kv_len (option attention_split) agree with sdpa."""
+    default build on sm_90 and the split kernel plus merge kernel of the sm_80 build agree with sdpa."""
     from tilefoundry.runtime.loader import load_linked_module
 
-    fixture = {"default": "linked", "sm_80": "linked_sm80", "split_len": "linked_split_len"}[build]
-    linked = request.getfixturevalue(fixture)
+    linked = request.getfixturevalue("linked" if build == "default" else "linked_sm80")
     f = load_linked_module(linked, name)
     q_heads, kv_heads = (p.type.shape[1] for p in Cases.functions[name].params[:2])
     gen = torch.Generator().manual_seed(13)

@@ -297,38 +297,3 @@ def test_gemm_prologues_match_evaluator_on_gpu(built, offset: int) -> None:
     sizes = (1, 2, 3, 5, 6, 7, 8, 9, 16)
     cat.check_compiled(linked, normed_projections, sizes, device="cuda", tolerance=TOLERANCE,
                        make=lambda n, gen: _make_normed(n, gen, offset))
-
-
-@pytest.fixture(scope="module")
-def spread() -> tilefoundry.LinkedModule:
-    """gated_mlp built with option skinny_spread (its GEMV launches cap their CTAs an SM)."""
-    cat.require_nvcc()
-    return tilefoundry.compile(gated_mlp, target="cuda", options={"skinny_spread": True})
-
-
-# A skinny launch with the spread compiled in, host side and device side, for one M = 1 call.
-SPREAD_SOURCE = """
-#include <tilefoundry/runtime/cuda/atoms/gemm_skinny.cuh>
-namespace ta = tilefoundry::atoms;
-cudaError_t rows(ta::detail::SkinnyBtRows<ta::bf16> const& r, ta::bf16 const* a, cudaStream_t s) {
-  return ta::detail::gemm_skinny_bt_rows(a, r, 1, 1024, s);
-}
-"""
-
-
-def test_skinny_spread_is_one_macro_the_skinny_launch_builds_with(tmp_path) -> None:
-    """The option defines TILEFOUNDRY_SKINNY_SPREAD once in the generated source (absent without
-    it), and a skinny launch compiled with that macro builds with nvcc."""
-    cat.require_nvcc()
-    spread = cat.cuda_source(gated_mlp, {"skinny_spread": True})
-    assert spread.count("#define TILEFOUNDRY_SKINNY_SPREAD 1") == 1
-    assert "TILEFOUNDRY_SKINNY_SPREAD" not in cat.cuda_source(gated_mlp, {})
-    flags = ("-DTILEFOUNDRY_SKINNY_SPREAD", "-gencode=arch=compute_90a,code=sm_90a", "-c")
-    cat.nvcc_compile(SPREAD_SOURCE, tmp_path / "spread.o", *flags)
-
-
-@pytest.mark.gpu
-def test_spread_skinny_launches_match_evaluator_on_gpu(spread) -> None:
-    """Capping the CTAs an SM (shared memory asked for and not used) changes no result: gate/up's
-    768 rows and down's 1024 at M = 1..8."""
-    cat.check_compiled(spread, gated_mlp, (1, 2, 5, 8), device="cuda", tolerance=TOLERANCE, make=_make_mlp)

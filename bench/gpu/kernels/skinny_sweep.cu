@@ -150,6 +150,22 @@ struct Bench {
   }
 };
 
+/// Raises `smem` so that at most `per_sm` CTAs of `kernel` fit an SM, asking for shared memory
+/// they do not use, and opts `kernel` into it; unchanged where no more would fit anyway.
+template <class Kernel>
+cudaError_t skinny_cap_ctas(Kernel kernel, int per_sm, size_t& smem) {
+  int dev = 0, sm_bytes = 0, fit = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+  if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, kSkinnyBtWarps * 32, smem);
+  if (err != cudaSuccess) return err;
+  size_t const pad = static_cast<size_t>(sm_bytes) / (per_sm + 1) + 1;  // per_sm + 1 CTAs overflow the SM
+  if (fit <= per_sm || pad <= smem) return cudaSuccess;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(pad));
+  if (err == cudaSuccess) smem = pad;
+  return err;
+}
+
 /// The GEMV of `bench` with launch shape R x U: `launch(i, ...)` runs it on weight copy i.
 template <int G, int R, int U>
 struct Gemv {

@@ -29,18 +29,10 @@ BATCH_LAUNCHES = Option(
     "launch consecutive independent kernels as one (docs/cuda.md) / every kernel alone",
     NAME,
 )
-SKINNY_SPREAD = Option(
-    "skinny_spread", (False, True), False,
-    "a skinny GEMV launch whose CTAs fit ceil(CTAs / SMs) an SM holds no more than that many on any "
-    "SM (an experiment: the decode step's down projection, launched early behind gate/up, took "
-    "13.8 us a layer against 10.6 alone) / as many as fit",
+CHAIN_LAUNCHES = Option(
+    "chain_launches", (True, False), True,
+    "run consecutive small launches that read each other's results as one thread-block cluster, a "
+    "cluster barrier between them, when each fits in 8 CTAs at run time (sm_90; docs/cuda.md) / each alone",
     NAME,
 )
-ATTENTION_SPLIT = Option(
-    "attention_split", ("capacity", "kv_len"), "capacity",
-    "how split-KV attention's tensor-core tiers cut the keys among a launch's splits: chunks of the "
-    "cache's capacity / even chunks of the keys each row block sees at run time (an experiment: at a "
-    "short kv_len every split with keys takes one step of 64 keys)",
-    NAME,
-)
-OPTIONS = (ARCH, PORTABLE, ATTENTION, GEMM_TILE, BATCH_LAUNCHES, SKINNY_SPREAD, ATTENTION_SPLIT)
+OPTIONS = (ARCH, PORTABLE, ATTENTION, GEMM_TILE, BATCH_LAUNCHES, CHAIN_LAUNCHES)

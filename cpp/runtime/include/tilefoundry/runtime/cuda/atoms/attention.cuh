@@ -15,9 +15,10 @@
 //             warps splitting each 64-key step, split-KV across ~2 CTAs per SM.
 //   simt      (below)              f32 (exact: no TF32), other head dims, unaligned operands:
 //             4 rows per CTA on CUDA cores, 32-key tiles, lane j scores key j.
-// Split-KV: when the rows leave the device idle, blockIdx.z (simt: .y) takes one chunk of keys and
-// each split's partial (m, l, acc) is merged in split order with one fixed association
-// (attention_merge.cuh), in one of two ways:
+// Split-KV: when the rows leave the device idle, blockIdx.z (simt: .y) takes one chunk of keys (the
+// tensor-core tiers share the keys the row block sees at run time evenly, in whole steps, at most
+// the plan's chunk a split) and each split's partial (m, l, acc) is merged in split order with one
+// fixed association (attention_merge.cuh), in one of two ways:
 //   cluster   mma keys where this module's sm_90 code runs (device_facts().sm90_code): the splits
 //             of a (row block, batch · kv head) are ONE thread-block cluster along z (at most 16
 //             splits when every cluster of 16 of the call fits on the device at once, else 8).
@@ -231,7 +232,7 @@ static_assert(kClusterNonPortable <= kClusterMaxSplits, "attention: cluster_merg
 struct AttnPlan {
   AttnTier tier;
   int splits;
-  int64_t chunk;         ///< keys per split
+  int64_t chunk;         ///< keys per split (tensor-core tiers: the most; attention_mma.cuh)
   int64_t row_blocks;    ///< tensor-core tiers: CTAs along the g · Sq rows of a kv head
   bool cluster = false;  ///< the splits merge inside one cluster each: one launch, no workspace
 };

@@ -292,14 +292,13 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
     int64_t const i_max = rho0 / a.sq == last / a.sq ? last % a.sq : a.sq - 1;
     cta_end = len < i_max + len - a.sq + 1 ? len : i_max + len - a.sq + 1;
   }
-#ifdef TILEFOUNDRY_ATTN_SPLIT_BY_LEN
-  // The splits share the keys this row block sees (the same for every split of it), in whole
-  // steps, instead of the capacity's chunks: at a short kv_len each split with keys takes one step.
+  // The splits share the keys this row block sees at run time (the same for every split of it):
+  // an even share each, in whole steps, never more than the capacity's chunk the plan passed. At a
+  // short kv_len each split with keys takes one step and the rest none.
   if (cta_end > 0) {
     int64_t const even = ((cta_end + gridDim.z - 1) / gridDim.z + Step - 1) / Step * Step;
     chunk = even < chunk ? static_cast<int>(even) : chunk;
   }
-#endif
   int const k_begin = static_cast<int>(blockIdx.z) * chunk;
   int const k_end = static_cast<int>(cta_end < k_begin + chunk ? (cta_end > k_begin ? cta_end : k_begin)
                                                                  : k_begin + chunk);

@@ -646,43 +646,14 @@ inline size_t skinny_staged_bytes(int64_t M, int64_t K) {
   return std::is_same_v<Pro, NoPrologue> ? 0 : static_cast<size_t>(M * K) * sizeof(T);
 }
 
-/// Raises `smem` so that at most `per_sm` CTAs of `kernel` fit an SM, asking for shared memory
-/// they do not use, and opts `kernel` into it; unchanged where no more would fit anyway.
-template <class Kernel>
-inline cudaError_t skinny_cap_ctas(Kernel kernel, int per_sm, size_t& smem) {
-  int dev = 0, sm_bytes = 0, fit = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
-  if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, kSkinnyBtWarps * 32, smem);
-  if (err != cudaSuccess) return err;
-  size_t const pad = static_cast<size_t>(sm_bytes) / (per_sm + 1) + 1;  // per_sm + 1 CTAs overflow the SM
-  if (fit <= per_sm || pad <= smem) return cudaSuccess;
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(pad));
-  if (err == cudaSuccess) smem = pad;
-  return err;
-}
-
-/// TILEFOUNDRY_SKINNY_SPREAD: no SM holds more than ceil(ctas / SMs) of a launch's CTAs. A grid
-/// launched early behind another kernel (PDL) otherwise piles up to the occupancy limit on the
-/// SMs that free first. A failed query fails the launch: the option was asked for.
-template <class Kernel>
-inline cudaError_t skinny_spread(Kernel kernel, unsigned ctas, size_t& smem) {
-  int const sms = device_facts().sms;
-  return skinny_cap_ctas(kernel, static_cast<int>((ctas + sms - 1) / sms), smem);
-}
-
 template <class T, int MT, int G, int R, int U, class Out, class Pro>
 inline cudaError_t launch_skinny_nk(T const* A, SkinnyBtRows<T> const& rows, int64_t M, int64_t K, Out const& out,
                                     Pro const& pro, cudaStream_t stream) {
   int64_t const total = rows.template total<G>();
   int64_t const per_cta = static_cast<int64_t>(kSkinnyBtWarps) * R;
   dim3 const grid(static_cast<unsigned>((total + per_cta - 1) / per_cta));
-  auto* const kernel = gemm_skinny_nk<T, MT, G, R, U, Out, Pro>;
-  size_t smem = skinny_staged_bytes<T, Pro>(M, K);
-#ifdef TILEFOUNDRY_SKINNY_SPREAD
-  if (cudaError_t const err = skinny_spread(kernel, grid.x, smem); err != cudaSuccess) return err;
-#endif
-  return launch_kernel(kernel, grid, dim3(kSkinnyBtWarps * 32), smem, stream, A, rows, M, K, out, pro);
+  return launch_kernel(gemm_skinny_nk<T, MT, G, R, U, Out, Pro>, grid, dim3(kSkinnyBtWarps * 32),
+                       skinny_staged_bytes<T, Pro>(M, K), stream, A, rows, M, K, out, pro);
 }
 
 /// The launch shape, from a sweep on the H200 in a decode-like chain (bench/gpu/kernels/skinny_sweep.cu):
