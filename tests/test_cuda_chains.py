@@ -4,7 +4,8 @@ The decode layer's attention program chains its q/k head norms with the rope + c
 reads them: the entry launches the chain when every member covers its work with at most
 kChainCtas CTAs on sm_90 code, and each stage alone otherwise. The option turns it off, and sm_80
 code has no clusters. On a GPU (marker `gpu`) the chained layer equals the unchained one bit for
-bit at one token (the chain runs) and at 32 (the stages run), and the profile shows which ran.
+bit at one token with donated caches (the chain runs), without them and at 32 tokens (the stages
+run), and the profile shows which ran.
 """
 
 from __future__ import annotations
@@ -83,13 +84,27 @@ def test_no_chain_when_turned_off_or_without_clusters(arch: str, options: dict) 
 # ---------------------------------------------------------------- on a GPU
 
 
+def _run(f, args: list[torch.Tensor], donate: bool) -> tuple[torch.Tensor, ...]:
+    """The layer's outputs (out0, k cache, v cache) on copies of `args`; `donate`: the caches passed
+    as their own outputs, as a decode runner does, so the cache update writes only the new rows."""
+    args = [a.clone() for a in args]
+    if not donate:
+        return tuple(f(*args))
+    out0 = torch.empty_like(args[0])
+    f(*args, out0, args[6], args[7])
+    return out0, args[6], args[7]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize(("tokens", "chained"), [(1, True), (32, False)])
+@pytest.mark.parametrize(
+    ("tokens", "donate", "chained"), [(1, True, True), (1, False, False), (32, True, False)]
+)
 def test_chained_decode_attention_equals_unchained_bit_for_bit_on_gpu(
-    decode_attention_build, tokens: int, chained: bool
+    decode_attention_build, tokens: int, donate: bool, chained: bool
 ) -> None:
-    """Every member runs its own body, so the chain changes no bit of the layer's outputs; at one
-    token the chain kernel runs instead of the two batches, at 32 (16 CTAs of rows) the batches do."""
+    """Every member runs its own body, so the chain changes no bit of the layer's outputs. The chain
+    runs at one token with donated caches; without them the cache update copies both caches (9 CTAs
+    with rope), and at 32 tokens the q norms take 16 CTAs: then the two batches run."""
     from tilefoundry.runtime.loader import load_linked_module
 
     require_nvcc()
@@ -98,14 +113,14 @@ def test_chained_decode_attention_equals_unchained_bit_for_bit_on_gpu(
         tilefoundry.compile(decode_attention(), target="cuda", options={"chain_launches": False}), "attention"
     )
     args = attention_args(tokens, torch.Generator().manual_seed(100 + tokens))
-    want = plain(*args)
-    chain(*args)  # the first call reads the device facts
+    want = _run(plain, args, donate)
+    _run(chain, args, donate)  # the first call reads the device facts
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        got = chain(*args)
+        got = _run(chain, args, donate)
         torch.cuda.synchronize()
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
-        assert torch.equal(g, w), f"output {i} at tokens={tokens}"
+        assert torch.equal(g, w), f"output {i} at tokens={tokens}, donate={donate}"
     names = {e.name for e in prof.events()}
     assert any(CHAIN in x for x in names) == chained, sorted(names)
     assert any("attention__k3_k6_batch" in x for x in names) == (not chained), sorted(names)
