@@ -57,7 +57,7 @@ def test_every_declared_cuda_default_emits_what_absence_emits() -> None:
     """Each option of the planner and of cuda, given as its declared default, generates the same .cu."""
     defaults = _defaults("cuda")
     planner = {"vectorize", "reassociate", "gemm", "gemm_fusion"}
-    assert set(defaults) == planner | {"arch", "portable", "attention", "gemm_tile", "batch_launches", "chain_launches"}
+    assert set(defaults) == planner | {"arch", "portable", "attention", "gemm_tile", "batch_launches"}
 
     assert cat.cuda_source(proj, defaults) == cat.cuda_source(proj, {})
 
@@ -88,7 +88,7 @@ def test_a_cuda_typo_is_refused_before_the_target_is_required() -> None:
         tilefoundry.compile(proj, target="cuda", options={"batch_launch": False})
     assert str(err.value) == (
         "cuda: unknown compile option 'batch_launch' (did you mean 'batch_launches'?); cuda accepts arch, "
-        "attention, batch_launches, chain_launches, gemm, gemm_fusion, gemm_tile, portable, reassociate, vectorize "
+        "attention, batch_launches, gemm, gemm_fusion, gemm_tile, portable, reassociate, vectorize "
         "(options['batch_launch'])"
     )
 

@@ -76,10 +76,8 @@ def linked():
 
 
 def _attention_build(batched: bool):
-    """The decode attention with or without batches, and without chains (test_cuda_chains.py)."""
     require_nvcc()
-    options = {"batch_launches": batched, "chain_launches": False}
-    return tilefoundry.compile(decode_attention(), target="cuda", options=options)
+    return tilefoundry.compile(decode_attention(), target="cuda", options={"batch_launches": batched})
 
 
 @pytest.fixture(scope="module")
@@ -146,12 +144,12 @@ def test_batched_kernels_match_evaluator_on_gpu(linked, name: str, shift: tuple[
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("tokens", [1, 5])
-def test_batched_decode_attention_equals_unbatched_bit_for_bit_on_gpu(tokens: int) -> None:
+def test_batched_decode_attention_equals_unbatched_bit_for_bit_on_gpu(attention_batched, tokens: int) -> None:
     """Every member runs its own body unchanged, so batching changes no bit of the layer's outputs; the
     profile shows the batch kernels, not their members."""
     from tilefoundry.runtime.loader import load_linked_module
 
-    batched = load_linked_module(_attention_build(True), "attention")
+    batched = load_linked_module(attention_batched, "attention")
     alone = load_linked_module(_attention_build(False), "attention")
     args = attention_args(tokens, torch.Generator().manual_seed(tokens))
     want = alone(*args)

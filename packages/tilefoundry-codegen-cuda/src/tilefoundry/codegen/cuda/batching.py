@@ -113,7 +113,7 @@ def _by_name(buffers: Iterable[Buffer]) -> tuple[Buffer, ...]:
     return tuple(sorted(seen.values(), key=lambda b: b.name))
 
 
-def short_name(kernel: str) -> str:
+def _short(kernel: str) -> str:
     """`k3_rms_norm` -> `k3`: kernel names are numbered, the number keeps batch names short."""
     found = re.match(r"k\d+(?=_)", kernel)
     return found.group(0) if found else kernel
@@ -200,7 +200,7 @@ def plan_batches(
 def _batch(program: Program, run: list[Realization]) -> Batch:
     threads = _shaped(run)[0].threads
     run = [dataclasses.replace(r, threads=threads) if r.kind == "check" else r for r in run]
-    name = f"{program.name}__{'_'.join(short_name(r.kernel.name) for r in run)}_batch"
+    name = f"{program.name}__{'_'.join(_short(r.kernel.name) for r in run)}_batch"
     kernels = ", ".join(r.kernel.name for r in run)
     writes = "; ".join(
         f"{r.kernel.name} writes {', '.join(b.name for b in r.kernel.writes) or 'nothing'}" for r in run
@@ -248,17 +248,17 @@ def batch_args(program: Program, b: Batch) -> list[str]:
     return args + (["check_.verdict()"] if b.check is not None else [])
 
 
-def split_ctas(
-    program: Program, members: tuple[Realization, ...], packed: bool, ends: list[str]
-) -> list[str]:
-    """Lines running each member on its own range of the launch's CTAs, from `cta_`: member i on
-    [ends[i - 1], ends[i]) (C++ of the ranges' ends, one fewer than the members), the last up to
-    gridDim.x, each with its own grid-stride loop over its range."""
-    out = []
-    last = len(members) - 1
-    for i, r in enumerate(members):
-        lo = ends[i - 1] if i else "0"
-        hi = ends[i] if i < last else "static_cast<int64_t>(gridDim.x)"
+def _kernel(program: Program, b: Batch, packed: bool) -> list[str]:
+    name = f"{b.name}_packed" if packed else b.name
+    out = [
+        f"__global__ void __launch_bounds__({b.threads}) {name}({batch_params(program, b)}) {{",
+        "  pdl_begin();  // launched with programmatic dependent launch: wait for the inputs",
+        "  const int64_t cta_ = blockIdx.x;",
+    ]
+    last = len(b.members) - 1
+    for i, r in enumerate(b.members):
+        lo = f"end{i - 1}_" if i else "0"
+        hi = f"end{i}_" if i < last else "static_cast<int64_t>(gridDim.x)"
         if i == 0:
             out.append(f"  if (cta_ < {hi}) {{  // {r.kernel.name}: CTAs [0, {hi})")
         else:
@@ -268,18 +268,7 @@ def split_ctas(
         out += [f"    const int64_t span_ = cta_{minus};", f"    const int64_t spans_ = {hi}{minus};"]
         body = BODIES[r.kind](program, r, packed and bool(r.packed_buffers), Span("span_", "spans_"))
         out += indent(body, 1)
-    return [*out, "  }"]
-
-
-def _kernel(program: Program, b: Batch, packed: bool) -> list[str]:
-    name = f"{b.name}_packed" if packed else b.name
-    out = [
-        f"__global__ void __launch_bounds__({b.threads}) {name}({batch_params(program, b)}) {{",
-        "  pdl_begin();  // launched with programmatic dependent launch: wait for the inputs",
-        "  const int64_t cta_ = blockIdx.x;",
-    ]
-    ends = [f"end{i}_" for i in range(len(b.members) - 1)]
-    return [*out, *split_ctas(program, b.members, packed, ends), "}", ""]
+    return [*out, "  }", "}", ""]
 
 
 def emit_batch(program: Program, b: Batch) -> list[str]:

@@ -37,7 +37,6 @@ from tilefoundry.ir.tile.stmt import AtomCall, Buffer, Program
 
 from . import atoms, attention_atom, gemm_atom  # noqa: F401  (the atom families register themselves)
 from .batching import MAX_CTAS, Batch, Launch, batch_args, emit_batch, plan_batches
-from .chaining import Chain, emit_chain, plan_chains, stage_ends
 from .gemm_atom import epilogue_flag
 from .gemm_prologue import gates, staged_flag
 from .kernels import dim_names, emit_kernels, in_place_args, kernel_args, work
@@ -156,43 +155,6 @@ def _launch_batch(program: Program, b: Batch, cx: CExpr) -> list[str]:
     return [*out, "}"]
 
 
-def _launch_chain(program: Program, c: Chain, cx: CExpr) -> list[str]:
-    """Host lines that launch a chain as one cluster when each stage's members fit in it side by
-    side, else each stage alone (chaining.py)."""
-    args = [cname(x) for x in (*c.reads, *c.writes)] + [f"d_{d.var.name}" for d in program.dims]
-    args += [a for r in c.members for a in in_place_args(r)]
-    args += [e for ends in stage_ends(c) for e in ends]
-    out = [f"{{  // {c.name}: {c.label} in one cluster, or each stage alone"]
-    if c.packed_buffers:
-        out.append(f"  const bool packed_ = aligned16({{{', '.join(cname(x) for x in c.packed_buffers)}}});")
-    totals = []
-    for s, stage in enumerate(c.stage_members()):
-        for i, r in enumerate(stage):  # the member's CTAs on the chain's threads, as a batch sizes them
-            cfg = _derive_launch_config(r, cx)
-            work, packed = cfg.work, _derive_launch_config(r, cx, packed=True).work
-            if r.packed_buffers and packed != work:  # a packed grid's thread takes a pack
-                work = f"packed_ ? {packed} : {work}"
-            start = f"e{s}_{i - 1}_ + " if i else ""
-            ctas = f"(w{s}_{i}_ > 0 ? static_cast<int64_t>(grid_blocks(w{s}_{i}_, {cfg.per_block})) : 0)"
-            out += [f"  const int64_t w{s}_{i}_ = {work};", f"  const int64_t e{s}_{i}_ = {start}{ctas};"]
-        totals.append(f"e{s}_{len(stage) - 1}_")
-    kernel = f"packed_ ? {c.name}_packed : {c.name}" if c.packed_buffers else c.name
-    call = f"launch_chain({kernel}, static_cast<int>(ctas_), {c.threads}, stream_, {', '.join(args)});"
-    out += [
-        f"  const int64_t ctas_ = {functools.reduce(lambda a, b: f'max_nan({a}, {b})', totals)};",
-        "  if (ctas_ <= kChainCtas && chain_supported()) {",
-        "    if (ctas_ > 0) {",
-        f"      {call}",
-        f'      e.launched("{c.label}");',
-        "    }",
-        "  } else {",
-    ]
-    for s in c.stages:
-        lines = _launch_batch(program, s, cx) if isinstance(s, Batch) else _launch(program, s, cx)
-        out += ["    " + x for x in lines]
-    return [*out, "  }", "}"]
-
-
 def _check_launch_config(r: Realization, cx: CExpr) -> LaunchConfig:
     """One launch for every nest of a check: threads for the largest, each nest striding over its own."""
     works = dict.fromkeys(work([c.extent for c in chain]) for chain, _ in r.nests)
@@ -211,7 +173,7 @@ def _conditional(program: Program) -> set[int]:
     return {id(k) for a in atoms_ for k in (a.epilogue, a.prologue) if k is not None}
 
 
-def _entry(program: Program, launches: list[Launch | Chain]) -> list[str]:
+def _entry(program: Program, launches: list[Launch]) -> list[str]:
     cx = CExpr(dim_names(program))
     args = ", ".join(f"tvm::ffi::TensorView t_{b.name}" for b in program.params)
     out = [f"void {program.name}_entry({args}) {{", f'  const Entry e{{"{program.name}"}};']
@@ -225,7 +187,7 @@ def _entry(program: Program, launches: list[Launch | Chain]) -> list[str]:
         out.append(f"  DeviceScratch<{ctype(t.dtype)}> {cname(t)}_mem(e, {count}, stream_);  // {_decl(t)}")
         out.append(f"  {ctype(t.dtype)}* {cname(t)} = {cname(t)}_mem.ptr;")
     for r in launches:  # every output of an in-place kernel passed as its very source?
-        for m in r.members if isinstance(r, Batch | Chain) else (r,):
+        for m in r.members if isinstance(r, Batch) else (r,):
             if m.in_place is not None:
                 out.append(f"  {m.in_place.host_flag()}")
     epilogues = {id(k.body.epilogue) for k in program.kernels if isinstance(k.body, AtomCall)}
@@ -233,9 +195,6 @@ def _entry(program: Program, launches: list[Launch | Chain]) -> list[str]:
     for r in launches:
         if isinstance(r, Batch):
             out += ["  " + x for x in _launch_batch(program, r, cx)]
-            continue
-        if isinstance(r, Chain):
-            out += ["  " + x for x in _launch_chain(program, r, cx)]
             continue
         lines = _launch(program, r, cx)
         if id(r.kernel) in epilogues:  # runs only where its GEMM atom did not apply it
@@ -262,14 +221,23 @@ def emit_module(
                     raise PlanError(
                         f"cuda: {p.name}: extent {format_dim(d)} of {b.name} has an unbound DimVar"
                     )
-    launches = {p.name: _plan_launches(p, catalog, options) for p in programs}
+    launches = {
+        p.name: plan_batches(
+            p,
+            [r for k in p.kernels for r in realize_kernel(p.name, k, catalog, options)],
+            catalog,
+            options,
+            _conditional(p),
+        )
+        for p in programs
+    }
     body: list[str] = []
     for p in programs:
         for r in launches[p.name]:
-            if isinstance(r, Chain):
-                body += [line for s in r.stages for line in _emit_launch(p, s)] + emit_chain(p, r)
+            if isinstance(r, Batch):
+                body += emit_batch(p, r)
             else:
-                body += _emit_launch(p, r)
+                body += atoms.emit_device(p, r) if r.kind == "atom" else emit_kernels(p, r)
     for p in programs:
         body += _entry(p, launches[p.name])
     called = [r for rs in launches.values() for r in rs if isinstance(r, Realization) and r.kind == "atom"]
@@ -292,24 +260,6 @@ def emit_module(
     ]
     lines += [f"TVM_FFI_DLL_EXPORT_TYPED_FUNC({p.name}, {p.name}_entry);" for p in programs]
     return "\n".join([*lines, ""])
-
-
-def _plan_launches(
-    program: Program, catalog: TargetCatalog, options: Mapping[str, Any]
-) -> list[Launch | Chain]:
-    """The program's launches: its kernels realized, batched (batching.py), then chained (chaining.py)."""
-    conditional = _conditional(program)
-    realized = [r for k in program.kernels for r in realize_kernel(program.name, k, catalog, options)]
-    return plan_chains(
-        program, plan_batches(program, realized, catalog, options, conditional), catalog, options, conditional
-    )
-
-
-def _emit_launch(program: Program, r: Launch) -> list[str]:
-    """The device code of one launch: a batch's kernels, an atom's, or a realization's."""
-    if isinstance(r, Batch):
-        return emit_batch(program, r)
-    return atoms.emit_device(program, r) if r.kind == "atom" else emit_kernels(program, r)
 
 
 def gemm_tile(options: Mapping[str, Any]) -> tuple[int, int] | None:

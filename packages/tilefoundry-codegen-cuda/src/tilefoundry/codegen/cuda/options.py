@@ -29,10 +29,4 @@ BATCH_LAUNCHES = Option(
     "launch consecutive independent kernels as one (docs/cuda.md) / every kernel alone",
     NAME,
 )
-CHAIN_LAUNCHES = Option(
-    "chain_launches", (True, False), True,
-    "run consecutive small launches that read each other's results as one thread-block cluster, a "
-    "cluster barrier between them, when each fits in 8 CTAs at run time (sm_90; docs/cuda.md) / each alone",
-    NAME,
-)
-OPTIONS = (ARCH, PORTABLE, ATTENTION, GEMM_TILE, BATCH_LAUNCHES, CHAIN_LAUNCHES)
+OPTIONS = (ARCH, PORTABLE, ATTENTION, GEMM_TILE, BATCH_LAUNCHES)

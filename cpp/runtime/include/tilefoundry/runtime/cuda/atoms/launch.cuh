@@ -71,44 +71,4 @@ inline cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 bloc
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
-// Chained launches (codegen-cuda's chaining.py): the stages of a chain are small kernels that
-// read what the stage before wrote, run by one thread-block cluster of at most kChainCtas CTAs
-// instead of a launch each. The host launches a chain only where `device_facts().sm90_code`.
-
-/// The largest chain: the portable cluster size, which every sm_90 device schedules at once.
-inline constexpr int kChainCtas = 8;
-
-/// Whether chains may launch here: this module's sm_90 code runs on the device (clusters).
-inline bool chain_supported() { return detail::device_facts().sm90_code; }
-
-/// Between two stages of a chain: every thread of the cluster arrives after its stage's stores
-/// (release) and waits for all the others (acquire), so the next stage reads them from any CTA.
-__device__ inline void chain_barrier() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-#elif defined(__CUDA_ARCH__)
-  __trap();  // no clusters before sm_90: the host never launches a chain on this code
-#endif
-}
-
-/// Launch chain `kernel` (which opens with pdl_begin()) as one cluster of `ctas` <= kChainCtas CTAs.
-template <class... Params, class... Args>
-inline cudaError_t launch_chain(void (*kernel)(Params...), int ctas, int threads, cudaStream_t stream,
-                                Args&&... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(ctas));
-  config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.stream = stream;
-  cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(ctas);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attr;
-  config.numAttrs = detail::device_facts().pdl ? 2 : 1;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
-}
-
 }  // namespace tilefoundry::atoms
