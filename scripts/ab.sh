@@ -4,7 +4,7 @@
 # of bench/gpu. Device sessions differ by a few percent (an unchanged GEMM row by up to 10%), so
 # a change is judged only against its baseline measured beside it.
 #
-#   here:    scripts/ab.sh [--bench "BENCH_ARGS"] REV_A [REV_B ...] [-- ARGS_OF_THE_LAST...]
+#   here:    scripts/ab.sh [--runs N] [--bench "BENCH_ARGS"] REV_A [REV_B ...] [-- ARGS_OF_THE_LAST...]
 #            Each REV is a commit or branch, or `.` for the working tree (tracked and untracked,
 #            not ignored, files), optionally followed by compile options for that side alone,
 #            each as +KEY=VALUE; one REV alone is compared with the working tree. The ARGS go
@@ -15,16 +15,22 @@
 #   device:  bash .ab/run.sh, carrying .ab. Decode: writes the checkpoint, builds every side in
 #            parallel (separate build caches; two sides built in about 3 minutes on 2026-11-30,
 #            more take longer, and one device call has 10), then profiles the sides in reverse
-#            order and again, printing each run's replayed tokens/s. --bench: runs
-#            `python3 -m bench.gpu.run BENCH_ARGS` for each side in reverse order and again (the
-#            second pass hits the side's build cache), printing each table; pass a --budget-s
-#            that lets the four runs of two sides fit the call. Outputs land in $OUT (the bench
-#            files as ab-bench.tgz).
+#            order, N passes (--runs, default 2; a pass of a side takes ~11 s), printing each
+#            run's replayed tokens/s. --bench: runs `python3 -m bench.gpu.run BENCH_ARGS` for each
+#            side in reverse order, N passes (the later ones hit the side's build cache),
+#            printing each table; pass a --budget-s that lets the runs fit the call. Outputs land
+#            in $OUT (the bench files as ab-bench.tgz).
 #
 # Needs ./.whl filled by scripts/gpu-wheels.sh (the third-party wheels are copied from there).
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
+runs=2
+if [ "${1:-}" = "--runs" ]; then
+  runs=${2:?"--runs needs a count"}
+  [[ "$runs" =~ ^[1-9][0-9]*$ ]] || { echo "ab: --runs takes a positive count, got '$runs'" >&2; exit 2; }
+  shift 2
+fi
 bench=""
 if [ "${1:-}" = "--bench" ]; then
   bench=${2:?"--bench needs the bench.gpu.run arguments"}
@@ -75,6 +81,7 @@ else
 fi
 echo "${sides[*]}" > .ab/side_names.txt
 printf '%s' "$bench" > .ab/bench_args.txt
+echo "$runs" > .ab/runs.txt
 [ -z "$bench" ] || echo "all: python3 -m bench.gpu.run $bench" >> .ab/sides.txt
 
 cat > .ab/run.sh <<'EOF'
@@ -104,12 +111,14 @@ opts() {  # the side's own options, then (the last side) the ARGS after --
 }
 order=()
 for ((i = ${#sides[@]} - 1; i >= 0; i--)); do order+=("${sides[$i]}"); done
+passes=()  # the sides in reverse order, once a pass
+for ((p = 0; p < $(cat runs.txt); p++)); do passes+=("${order[@]}"); done
 t0=$(date +%s)
 eval "bench=($(cat bench_args.txt))"
 if [ ${#bench[@]} -gt 0 ]; then
   rm -rf /tmp/ab-bench && mkdir -p /tmp/ab-bench  # one archive back: $OUT returns few files
   i=0
-  for s in "${order[@]}" "${order[@]}"; do
+  for s in "${passes[@]}"; do
     i=$((i + 1))
     mapfile -t o < <(opts "$s")
     run "$s" python3 -m bench.gpu.run "${bench[@]}" "${o[@]}" --cache-dir "/tmp/ab-cache-$s" \
@@ -130,7 +139,7 @@ done
 wait
 echo "built ${#sides[@]} sides in $(( $(date +%s) - t0 )) s"
 i=0
-for s in "${order[@]}" "${order[@]}"; do
+for s in "${passes[@]}"; do
   i=$((i + 1))
   mapfile -t o < <(opts "$s")
   run "$s" timeout 90 python3 bench/models/profile_decode.py --out /tmp/q3 --steps 2 --top 16 "${o[@]}" \

@@ -14,13 +14,12 @@ export CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
 # otherwise gives each pytest session, so each worker, a cache of its own).
 export TILEFOUNDRY_CACHE_DIR=${TILEFOUNDRY_CACHE_DIR:-/tmp/tilefoundry-gpu-cache}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
-# With pytest-xdist (carried by gpu-wheels.sh) one worker per test file: the files' nvcc builds
-# run in parallel, and each module-scoped build still happens once.
-parallel=()
-if python3 -c "import xdist" 2>/dev/null; then
-  parallel=(-n "${TILEFOUNDRY_GPU_JOBS:-8}" --dist loadfile)
-fi
-python3 -m pytest -m gpu -p no:cacheprovider -rfE --durations=15 "${parallel[@]}" "$@" packages tests 2>&1 | tee /tmp/tilefoundry-gpu-tests.log
+# pytest-xdist (carried by gpu-wheels.sh; pyproject's addopts ask for it): one worker per test
+# file, so the files' nvcc builds run in parallel and each module-scoped build happens once.
+python3 -c "import xdist" 2>/dev/null \
+  || { echo "gpu-tests: pytest-xdist is not installed; run scripts/gpu-wheels.sh to carry it" >&2; exit 1; }
+python3 -m pytest -m gpu -p no:cacheprovider -rfE --durations=15 -n "${TILEFOUNDRY_GPU_JOBS:-8}" --dist loadfile \
+  "$@" packages tests 2>&1 | tee /tmp/tilefoundry-gpu-tests.log
 status=${PIPESTATUS[0]}
 # pytest's own summary line (with -q and xdist the log may end in the durations instead)
 summary=$(grep -E '^(=+ )?[0-9]+ (passed|failed|error)' /tmp/tilefoundry-gpu-tests.log | tail -n 1)
