@@ -49,20 +49,24 @@ class Batched:
         return tf.exp(a) * 2.0, tf.tanh(b), c + c
 
 
-def test_decode_attention_launches_q_k_norms_and_rope_cache_update_once_each() -> None:
-    """k3 + k6 (q and k head norms) and k9 + k10 (rope of q, the cache update of k and v): one launch each."""
+def test_decode_attention_launches_rope_and_cache_update_once_with_the_head_norms_inside() -> None:
+    """k7 + k8 (rope of q, the cache update of k and v): one launch, which also recomputes the q and
+    k head norms (each head's sum of squares folded once per pack); the norms launch nothing."""
     fn = decode_attention()
     catalog = arch_catalog("sm_90a")
     text = emit_module(fn.name, (schedule_function(fn, catalog, {}),), catalog, {})
     entry = text[text.index("void attention_entry(") :]
     launched = re.findall(r"launch_kernel\((\w+),", entry)
-    assert launched.count("attention__k3_k6_batch") == 1
-    assert {"attention__k9_k10_batch_packed", "attention__k9_k10_batch"} <= set(launched)
-    for alone in ("k3_rms_norm", "k6_rms_norm", "k9_rope", "k10_cache_update"):
+    assert {"attention__k7_k8_batch_packed", "attention__k7_k8_batch"} <= set(launched)
+    assert not any("rms_norm" in x and "k0" not in x for x in launched)
+    for alone in ("k7_rope", "k8_cache_update"):
         assert f"attention__{alone}" not in launched
-    assert "// batch attention__k3_k6_batch: k3_rms_norm + k6_rms_norm" in text
-    assert "// batch attention__k9_k10_batch: k9_rope + k10_cache_update" in text
-    assert "(k9_rope writes t9; k10_cache_update writes out1, out2)" in text
+    assert "// batch attention__k7_k8_batch: k7_rope + k8_cache_update" in text
+    assert "(k7_rope writes t7; k8_cache_update writes out1, out2)" in text
+    packed = text[text.index("attention__k7_k8_batch_packed(") :]
+    packed = packed[: packed.index("\n}\n")]
+    assert packed.count("float gf0_ = 0.0f;") == 2  # one fold per member, in packs of 8
+    assert packed.count("load_pack<8>(b_t2 + ") == 4 and packed.count("load_pack<8>(b_t4 + ") == 4
     # the index checks ride with the first RMS norm, which reads none of the indices they validate
     assert {"attention__checks_k0_batch_packed", "attention__checks_k0_batch"} <= set(launched)
     assert "attention__checks" not in launched and "attention__k0_rms_norm" not in launched
@@ -161,5 +165,5 @@ def test_batched_decode_attention_equals_unbatched_bit_for_bit_on_gpu(attention_
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         assert torch.equal(g, w), f"output {i} at tokens={tokens}"
     names = {e.name for e in prof.events()}
-    assert any("attention__k3_k6_batch" in x for x in names)
-    assert not any("attention__k3_rms_norm" in x or "attention__k9_rope" in x for x in names)
+    assert any("attention__k7_k8_batch" in x for x in names)
+    assert not any("attention__k7_rope" in x or "attention__k8_cache_update" in x for x in names)

@@ -78,10 +78,10 @@ def test_the_cache_update_takes_a_flag_and_counts_the_region_when_it_is_set() ->
 def test_decode_attention_updates_both_caches_in_its_batched_launch() -> None:
     """The decode layer's k and v cache updates share one flag, set when both are their sources."""
     text = _source(decode_attention())
-    assert "const bool k10_cache_update_in_place_ = b_out1 == b_k_cache && b_out2 == b_v_cache;" in text
+    assert "const bool k8_cache_update_in_place_ = b_out1 == b_k_cache && b_out2 == b_v_cache;" in text
     assert ", {{16, 6}, {17, 7}});" in text
-    assert text.count("bool k10_cache_update_in_place_, int64_t end0_)") == 2  # scalar and packed batch
-    assert "cuda: in place when out1 == k_cache, out2 == v_cache (k10_cache_update_in_place_)" in text
+    assert text.count("bool k8_cache_update_in_place_, int64_t end0_)") == 2  # scalar and packed batch
+    assert "cuda: in place when out1 == k_cache, out2 == v_cache (k8_cache_update_in_place_)" in text
 
 
 def test_in_place_source_builds_with_nvcc() -> None:

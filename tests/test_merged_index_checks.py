@@ -93,7 +93,7 @@ def test_merged_checks_pass_good_inputs_and_match_the_evaluator_on_cpu() -> None
 
 
 def test_decode_attention_launches_one_check_kernel() -> None:
-    """k9 (positions), k10 (pos, positions, pos) and k11 (kv_len) become one check with one verdict,
+    """k7 (positions), k8 (pos, positions, pos) and k9 (kv_len) become one check with one verdict,
     launched with the RMS norm (which reads none of them) and read before anything that indexes."""
     fn = decode_attention()
     catalog = arch_catalog("sm_90a")
@@ -104,7 +104,7 @@ def test_decode_attention_launches_one_check_kernel() -> None:
     entry = text[text.index("void attention_entry(") :]
     first = entry.index("launch_kernel(attention__checks_k0_batch,")
     verdict = entry.index(f"check_.raise_if_violated({{{messages}}});")
-    assert first < verdict < entry.index("gemm_group<") < entry.index("launch_kernel(attention__k9_k10_batch")
+    assert first < verdict < entry.index("gemm_group<") < entry.index("launch_kernel(attention__k7_k8_batch")
     for i in (1, 2, 3):
         assert f"report_index(verdict_, {i}, " in text
 

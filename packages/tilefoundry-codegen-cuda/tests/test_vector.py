@@ -5,7 +5,7 @@ from __future__ import annotations
 from tilefoundry.codegen.cuda.vector import PackCode, plan_packs
 from tilefoundry.ir.dtypes import bf16, f32, i64
 from tilefoundry.ir.tile.cexpr import CExpr
-from tilefoundry.ir.tile.expr import Const, Load, Select, Var, binary, cast, unary
+from tilefoundry.ir.tile.expr import Const, Fold, Load, Select, Var, binary, cast, fold, unary
 from tilefoundry.ir.tile.stmt import Assign, Buffer, For, Let, Seq, Store
 
 X = Buffer("x", f32, (8, 64), "input")
@@ -144,3 +144,77 @@ def test_reduction_body_packs_with_its_carry() -> None:
     assert plan.stores == () and [a.buffer.name for a in plan.loads] == ["x"]
     lines = PackCode(plan, "j_b").lanes(body, CExpr({"acc": "acc_p_"}))
     assert lines[3] == "  acc_p_ = (acc_p_ + pl0_[l_]);"
+
+
+def _sum_of_squares(row: Buffer, at) -> Fold:
+    """A row's sum of squares as a reader folds it: `at(r)` is the row index of element r."""
+    square = lambda r: binary("mul", Load(row, at(r)), Load(row, at(r)))  # noqa: E731
+    return fold("add", Const(64), square, Const(0.0, f32))
+
+
+def test_an_offset_that_is_a_multiple_of_the_pack_still_moves_whole_packs() -> None:
+    """`x[i, h * 64 + j]` (a head's columns of a projection) packs; `h * 3 + j` does not."""
+    wide = Buffer("wide", f32, (8, 256), "input")
+    h = Var("h")
+    aligned = _store(Load(wide, (I, binary("add", binary("mul", h, Const(64)), J))))
+    assert [a.buffer.name for a in plan_packs("j", Const(64), aligned, "g").loads] == ["wide"]
+    ragged = _store(Load(wide, (I, binary("add", binary("mul", h, Const(3)), J))))
+    assert plan_packs("j", Const(64), ragged, "g").loads == ()
+
+
+def test_a_row_fold_is_folded_once_per_pack_in_packs_of_its_own() -> None:
+    """A norm recomputed by rotate-half reads its row's Fold three times (j, j + 32, j - 32): the
+    pack folds it once, before its lanes, loading the row 4 f32 at a time, and the lanes read the
+    scalar."""
+    s = _sum_of_squares(X, lambda r: (I, r))
+    norm = lambda j: binary("mul", Load(X, (I, j)), unary("rsqrt", s))  # noqa: E731
+    lo, hi = norm(binary("add", J, Const(32))), norm(binary("sub", J, Const(32)))
+    body = _store(binary("add", norm(J), Select(binary("lt", J, Const(32)), unary("neg", lo), hi)))
+    plan = plan_packs("j", Const(64), body, "g")
+    (f,) = plan.folds
+    assert (f.guards, f.lanes, [a.buffer.name for a in f.loads]) == ((), 4, ["x"])
+    code = PackCode(plan, "j_b")
+    cx = CExpr({})
+    prologue = code.prologue(cx, body)
+    assert prologue[:6] == [
+        "float gf0_ = 0.0f;",
+        "{",
+        "  for (int64_t f0_b = 0; f0_b < int64_t(64LL); f0_b += 4) {",
+        "    float gf0_l0_[4];",
+        "    load_pack<4>(b_x + (i) * int64_t(64LL) + f0_b, gf0_l0_);",
+        "    #pragma unroll",
+    ]
+    lanes = "\n".join(code.lanes(body, cx))
+    assert "rsqrt(gf0_)" in lanes and "f0_" not in lanes.replace("gf0_", "")
+
+
+def test_a_fold_under_a_region_branch_is_folded_only_when_the_branch_is_taken() -> None:
+    """A cache update's new row is a norm of row i - pos: outside the region that row may not exist,
+    so the pack folds only when i is inside (one guard: the set implied by its other reads)."""
+    new = Buffer("new", f32, (1, 64), "input")
+    pos = Var("pos")
+    row = binary("sub", I, pos)
+    inside = binary("and", binary("ge", I, pos), binary("lt", I, binary("add", pos, Const(1))))
+    s = _sum_of_squares(new, lambda r: (row, r))
+    lo = binary("mul", Load(new, (row, binary("add", J, Const(32)))), s)
+    rotated = Select(binary("lt", J, Const(32)), lo, binary("mul", Load(new, (row, J)), s))
+    body = Seq((Store(OUT, (I, J), Select(inside, binary("add", rotated, s), Load(X, (I, J)))),))
+    plan = plan_packs("j", Const(64), body, "g")
+    (f,) = plan.folds
+    assert [[c for c, _ in g] for g in f.guards] == [[inside]]
+    prologue = PackCode(plan, "j_b").prologue(CExpr({}), body)
+    assert prologue[1] == "if ((((i >= pos) && (i < (pos + int64_t(1LL)))))) {"
+
+
+def test_a_fold_that_moves_with_the_pack_axis_or_reads_through_a_gather_is_handled_apart() -> None:
+    """A Fold over column j's own data cannot be shared by a pack's lanes (no packs); one whose row
+    index is gathered folds in a scalar loop."""
+    moving = fold("add", Const(8), lambda r: Load(X, (r, J)), Const(0.0, f32))
+    assert plan_packs("j", Const(64), _store(moving), "g") == "a fold moves with j"
+    ids = Buffer("ids", i64, (64,), "input")
+    gathered = fold("add", Const(64), lambda r: Load(X, (I, Load(ids, (r,)))), Const(0.0, f32))
+    plan = plan_packs("j", Const(64), _store(binary("mul", Load(X, (I, J)), gathered)), "g")
+    (f,) = plan.folds
+    assert f.lanes == 1 and f.loads == ()
+    prologue = PackCode(plan, "j_b").prologue(CExpr({}), _store(gathered))
+    assert prologue[2].startswith("  for (int64_t f0_ = 0; f0_ < int64_t(64LL); ++f0_) gf0_ = (gf0_ + ")

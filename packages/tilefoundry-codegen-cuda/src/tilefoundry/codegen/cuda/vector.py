@@ -3,8 +3,9 @@
 A loop over `j` (the innermost element axis of a flat grid, or a distributed row loop) takes
 packs of N lanes when, for every access the pack would move:
 
-- its last index is `j + s` with s a static multiple of N (0 for most), the others free of `j`:
-  lanes l = 0..N-1 touch N consecutive elements, the first at a multiple of N;
+- its last index is `j + s` with s a multiple of N (0 for most; a constant, or a product with
+  such a constant: a head's `h * 64`), the others free of `j`: lanes l = 0..N-1 touch N
+  consecutive elements, the first at a multiple of N;
 - it is read whatever the data, or under Select branches whose conditions are *pack-uniform*:
   free of `j`, or comparing `j + s` with a constant at a multiple of N. All lanes of a pack take
   the same branch, so the pack loads a branch's operands only when its lanes read them, and
@@ -18,6 +19,10 @@ The host checks at run time that every packed buffer's base address is 16-byte a
 launches the scalar kernel otherwise; with it, each pack starts 16-byte aligned. Other loads
 of the body stay per-lane scalar loads. Stores must all be packed: a pack is written whole.
 
+A `Fold` (a short row's statistic a reader recomputes) must not move with `j`: the pack folds
+it once, before its lanes, under the branches its reads sit under, its own loads in packs
+along the fold's variable when they qualify as above.
+
     for j in 0..64: out[i, j] = exp(x[i, j]) + y[j]      (f32: N = 4)
       ->  load_pack<4>(x + i*64 + jb); load_pack<4>(y + jb); 4 lanes; store_pack<4>(out + i*64 + jb)
 """
@@ -25,7 +30,7 @@ of the body stay per-lane scalar loads. Stores must all be packed: a pack is wri
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
 from tilefoundry.ir.tile.expr import (
@@ -33,14 +38,19 @@ from tilefoundry.ir.tile.expr import (
     Bin,
     Const,
     Expr,
+    Fold,
     Load,
     Select,
     Un,
     Var,
+    add,
     children,
     free_vars,
+    loads,
+    sub,
     substitute,
     transform,
+    walk,
 )
 from tilefoundry.ir.tile.stmt import Assign, Buffer, Let, Seq, Stmt, Store
 
@@ -66,6 +76,22 @@ class Access:
 
 
 @dataclass(frozen=True)
+class FoldPlan:
+    """A Fold the pack computes once into scalar `name`, before its lanes.
+
+    `guards`: the branch sets it sits under; it is folded when one of them holds (an empty set
+    among them: always). `lanes`/`loads`: its body's loads moved as packs along the fold's own
+    variable (lanes 1 and no loads: a scalar loop).
+    """
+
+    fold: Fold
+    name: str
+    guards: tuple[Guard, ...]
+    lanes: int = 1
+    loads: tuple[Access, ...] = ()
+
+
+@dataclass(frozen=True)
 class PackPlan:
     """N lanes per pack over loop variable `var`; the loads and stores moved as packs.
 
@@ -78,31 +104,49 @@ class PackPlan:
     loads: tuple[Access, ...]
     stores: tuple[Access, ...]
     hoisted: frozenset[str] = frozenset()
+    folds: tuple[FoldPlan, ...] = ()
 
     @property
     def buffers(self) -> tuple[Buffer, ...]:
         """Every packed buffer, once (their base addresses must be 16-byte aligned)."""
         seen: dict[int, Buffer] = {}
-        for a in (*self.loads, *self.stores):
+        for a in (*self.loads, *self.stores, *(a for f in self.folds for a in f.loads)):
             seen.setdefault(id(a.buffer), a.buffer)
         return tuple(seen.values())
 
 
 def _guarded_loads(
-    e: Expr, uniform: Callable[[Expr], bool], guard: Guard, out: list[tuple[Load, Guard]]
+    e: Expr,
+    uniform: Callable[[Expr], bool],
+    guard: Guard,
+    out: list[tuple[Load, Guard]],
+    folds: list[tuple[Fold, Guard | None]],
 ) -> None:
     """Every load with the pack-uniform branches it sits under; loads under other branches are
-    skipped (a branch not taken may read out of bounds)."""
+    skipped (a branch not taken may read out of bounds). Folds are collected whole, with None
+    for a guard under a branch that is not pack-uniform."""
     if isinstance(e, Select):
-        _guarded_loads(e.cond, uniform, guard, out)
+        _guarded_loads(e.cond, uniform, guard, out, folds)
         if uniform(e.cond):
-            _guarded_loads(e.a, uniform, (*guard, (e.cond, True)), out)
-            _guarded_loads(e.b, uniform, (*guard, (e.cond, False)), out)
+            _guarded_loads(e.a, uniform, (*guard, (e.cond, True)), out, folds)
+            _guarded_loads(e.b, uniform, (*guard, (e.cond, False)), out, folds)
+        else:
+            folds.extend((f, None) for f in _folds(e.a) + _folds(e.b))
+        return
+    if isinstance(e, Fold):
+        folds.append((e, guard))
         return
     if isinstance(e, Load):
         out.append((e, guard))
     for k in children(e):
-        _guarded_loads(k, uniform, guard, out)
+        _guarded_loads(k, uniform, guard, out, folds)
+
+
+def _folds(e: Expr) -> list[Fold]:
+    """The outermost Folds of `e`."""
+    if isinstance(e, Fold):
+        return [e]
+    return [f for k in children(e) for f in _folds(k)]
 
 
 def _shift(e: Expr, var: str) -> int | None:
@@ -118,11 +162,44 @@ def _shift(e: Expr, var: str) -> int | None:
     return None
 
 
-def _lane_shift(index: tuple[Expr, ...], var: str) -> int | None:
-    """s when `index` is `[..., var + s]` with the other indices free of `var`, else None."""
+def _aligned(e: Expr, lanes: int) -> bool:
+    """Whether the index `e` is a multiple of `lanes` whatever its variables."""
+    if isinstance(e, Const):
+        return isinstance(e.value, int) and not isinstance(e.value, bool) and e.value % lanes == 0
+    if isinstance(e, Bin) and e.op == "mul":
+        return _aligned(e.a, lanes) or _aligned(e.b, lanes)
+    if isinstance(e, Bin) and e.op in ("add", "sub"):
+        return _aligned(e.a, lanes) and _aligned(e.b, lanes)
+    return False
+
+
+def _terms(e: Expr, sign: int = 1) -> list[tuple[int, Expr]]:
+    """`e` as a signed sum of terms, through its additions and subtractions."""
+    if isinstance(e, Bin) and e.op in ("add", "sub"):
+        return _terms(e.a, sign) + _terms(e.b, sign if e.op == "add" else -sign)
+    return [(sign, e)]
+
+
+def _lane_offset(index: tuple[Expr, ...], var: str) -> Expr | None:
+    """s when `index` is `[..., var + s]` (a sum in any order) with s and the other indices free
+    of `var`, else None."""
     if not index or any(var in free_vars(i) for i in index[:-1]):
         return None
-    return _shift(index[-1], var)
+    terms = _terms(index[-1])
+    moving = [(k, t) for k, t in terms if var in free_vars(t)]
+    if moving != [(1, Var(var))]:
+        return None
+    offset: Expr = Const(0)
+    for k, t in terms:
+        if t != Var(var):
+            offset = add(offset, t) if k > 0 else sub(offset, t)
+    return offset
+
+
+def _moves_packs(index: tuple[Expr, ...], var: str, lanes: int) -> bool:
+    """Whether an access at `index` moves `lanes` consecutive elements per pack of `var`."""
+    offset = _lane_offset(index, var)
+    return offset is not None and _aligned(offset, lanes)
 
 
 def _pack_uniform(e: Expr, var: str, moving: set[str], lanes: int) -> bool:
@@ -174,7 +251,8 @@ def plan_packs(
         return not any(free_vars(i) & lane_lets for i in index[:-1])
 
     if not all(
-        _lane_shift(s.index, var) == 0 and before_lanes(s.index) and s.buffer.role != "local" for s in stores
+        _lane_offset(s.index, var) == Const(0) and before_lanes(s.index) and s.buffer.role != "local"
+        for s in stores
     ):
         return f"a store is not at [..., {var}] of a buffer in memory"
     values = [e for s in stmts for e in (s.value, *(s.index if isinstance(s, Store) else ()))]  # type: ignore[union-attr]
@@ -183,14 +261,11 @@ def plan_packs(
     def packable(lanes: int) -> list[tuple[Load, Guard]]:
         found: list[tuple[Load, Guard]] = []
         for e in values:
-            _guarded_loads(e, lambda c: _pack_uniform(c, var, moving, lanes), (), found)
+            _guarded_loads(e, lambda c: _pack_uniform(c, var, moving, lanes), (), found, [])
         return [
             (ld, g)
             for ld, g in found
-            if (k := _lane_shift(ld.index, var)) is not None
-            and k % lanes == 0
-            and before_lanes(ld.index)
-            and ld.buffer.role != "local"
+            if _moves_packs(ld.index, var, lanes) and before_lanes(ld.index) and ld.buffer.role != "local"
         ]
 
     # Lanes from every candidate first; the accepted loads may narrow it to a divisor, under
@@ -226,7 +301,63 @@ def plan_packs(
     store_acc = [Access(s.buffer, s.index, f"{prefix}s{i}_") for i, s in enumerate(stores)]
     if len({(id(a.buffer), a.index) for a in store_acc}) != len(store_acc):
         return "two stores write one element"
-    return PackPlan(var, lanes, tuple(load_acc), tuple(store_acc), frozenset(hoisted))
+    folds = _plan_folds(values, var, moving, lanes, prefix, {id(a.buffer) for a in store_acc})
+    if isinstance(folds, str):
+        return folds
+    return PackPlan(var, lanes, tuple(load_acc), tuple(store_acc), frozenset(hoisted), folds)
+
+
+def _plan_folds(
+    values: list[Expr], var: str, moving: set[str], lanes: int, prefix: str, stored: set[int]
+) -> tuple[FoldPlan, ...] | str:
+    """The body's Folds, each once with every branch set it sits under, or why the loop cannot
+    take packs."""
+    found: list[tuple[Fold, Guard | None]] = []
+    for e in values:
+        _guarded_loads(e, lambda c: _pack_uniform(c, var, moving, lanes), (), [], found)
+    guards: dict[Fold, list[Guard]] = {}
+    for f, g in found:
+        if free_vars(f) & moving:
+            return f"a fold moves with {var}"
+        if g is None:
+            return "a fold sits under a branch whose lanes may differ"
+        if any(id(ld.buffer) in stored for ld in loads(f)):
+            return "a fold reads a buffer the loop writes"
+        guards.setdefault(f, [])
+        if g not in guards[f]:
+            guards[f].append(g)
+    return tuple(_fold_packs(f, f"{prefix}f{i}_", _weakest(gs)) for i, (f, gs) in enumerate(guards.items()))
+
+
+def _weakest(guards: list[Guard]) -> tuple[Guard, ...]:
+    """The branch sets a fold is needed under, less those another one implies (a superset)."""
+    return tuple(g for g in guards if not any(set(h) < set(g) for h in guards))
+
+
+def _fold_packs(f: Fold, name: str, guards: tuple[Guard, ...]) -> FoldPlan:
+    """`f`'s plan: its body's loads in 16-byte packs along its variable when every one moves so."""
+    scalar = FoldPlan(f, name, () if () in guards else guards)
+    body_loads = [ld for ld in loads(f.body) if f.var in free_vars(ld)]
+    if not body_loads or _folds(f.body) or any(isinstance(x, Select) for x in walk(f.body)):
+        return scalar
+    lanes = min(MAX_LANES, 16 // min(ld.buffer.dtype.itemsize for ld in body_loads))
+    extent = f.extent.value if isinstance(f.extent, Const) else None
+    if not (
+        isinstance(extent, int)
+        and extent % lanes == 0
+        and all(
+            _moves_packs(ld.index, f.var, lanes)
+            and ld.buffer.role != "local"
+            and (_last_extent(ld.buffer) or 1) % lanes == 0
+            and _last_extent(ld.buffer) is not None
+            for ld in body_loads
+        )
+    ):
+        return scalar
+    seen: dict[tuple[int, tuple[Expr, ...]], Access] = {}
+    for ld in body_loads:
+        seen.setdefault((id(ld.buffer), ld.index), Access(ld.buffer, ld.index, f"{name}l{len(seen)}_"))
+    return replace(scalar, lanes=lanes, loads=tuple(seen.values()))
 
 
 def _invariant_lets(stmts: tuple[Stmt, ...], var: str) -> set[str]:
@@ -270,13 +401,15 @@ class PackCode:
         )
 
     def prologue(self, cx: CExpr, body: Stmt) -> list[str]:
-        """Hoisted definitions, lane arrays and their packed loads."""
+        """Hoisted definitions and folds, lane arrays and their packed loads."""
         n = self.plan.lanes
-        out = [
-            f"const {ctype(s.value.dtype)} {s.name} = {cx(s.value)};"
-            for s in (body.body if isinstance(body, Seq) else (body,))
-            if isinstance(s, Let) and s.name in self.plan.hoisted
-        ]
+        out: list[str] = []
+        done: set[str] = set()
+        for s in body.body if isinstance(body, Seq) else (body,):
+            if isinstance(s, Let) and s.name in self.plan.hoisted:
+                out += self._folds(cx, [f for f in self.plan.folds if f.fold in _folds(s.value)], done)
+                out.append(f"const {ctype(s.value.dtype)} {s.name} = {cx(self._swap_folds(s.value))};")
+        out += self._folds(cx, list(self.plan.folds), done)
         for a in self.plan.loads:
             load = f"load_pack<{n}>({self._at(cx, a)}, {a.name});"
             if a.name in self.held:
@@ -289,15 +422,55 @@ class PackCode:
         out += [f"{ctype(a.buffer.dtype)} {a.name}[{n}];" for a in self.plan.stores]
         return out
 
+    def _swap_folds(self, e: Expr) -> Expr:
+        names = {f.fold: f.name for f in self.plan.folds}
+        return transform(e, lambda x: Var(names[x], x.dtype) if isinstance(x, Fold) and x in names else None)
+
+    def _folds(self, cx: CExpr, plans: list[FoldPlan], done: set[str]) -> list[str]:
+        """Each fold of `plans` not yet emitted: a scalar folded under its guards."""
+        out: list[str] = []
+        for fp in plans:
+            if fp.name not in done:
+                done.add(fp.name)
+                out += self._fold(cx, fp)
+        return out
+
+    def _fold(self, cx: CExpr, fp: FoldPlan) -> list[str]:
+        f = fp.fold
+        acc = Var(fp.name, f.dtype)
+        head = f"if ({' || '.join(f'({self._when(cx, g)})' for g in fp.guards)}) {{" if fp.guards else "{"
+        out = [f"{ctype(f.dtype)} {fp.name} = {cx(f.init)};", head]
+        extent = cx(f.extent)
+        if fp.lanes == 1:
+            step = cx(Bin(f.op, acc, f.body, f.dtype))
+            loop = f"  for (int64_t {f.var} = 0; {f.var} < {extent}; ++{f.var}) {fp.name} = {step};"
+            return [*out, loop, "}"]
+        base = f"{f.var}b"
+        out.append(f"  for (int64_t {base} = 0; {base} < {extent}; {base} += {fp.lanes}) {{")
+        for a in fp.loads:
+            where = cx.linear(a.buffer.shape, (*a.index[:-1], substitute(a.index[-1], {f.var: Var(base)})))
+            out += [
+                f"    {ctype(a.buffer.dtype)} {a.name}[{fp.lanes}];",
+                f"    load_pack<{fp.lanes}>({cname(a.buffer)} + {where}, {a.name});",
+            ]
+        step = cx(Bin(f.op, acc, _lane_reads(f.body, fp.loads), f.dtype))
+        return [
+            *out,
+            "    #pragma unroll",
+            f"    for (int l_ = 0; l_ < {fp.lanes}; ++l_) {{",
+            f"      const int64_t {f.var} = {base} + l_;",
+            f"      {fp.name} = {step};",
+            "    }",
+            "  }",
+            "}",
+        ]
+
     def lanes(self, body: Stmt, cx: CExpr) -> list[str]:
         """The unrolled lanes; packed loads read `name[l_]`, packed stores write it."""
-        loads = {(id(a.buffer), a.index): a.name for a in self.plan.loads}
         stores = {(id(a.buffer), a.index): a.name for a in self.plan.stores}
 
-        def swap(e: Expr) -> Expr | None:
-            if isinstance(e, Load) and (id(e.buffer), e.index) in loads:
-                return Var(f"{loads[(id(e.buffer), e.index)]}[l_]", e.dtype)
-            return None
+        def swap(e: Expr) -> Expr:
+            return _lane_reads(self._swap_folds(e), self.plan.loads)
 
         lines = [
             "#pragma unroll",
@@ -306,15 +479,27 @@ class PackCode:
         ]
         for s in body.body if isinstance(body, Seq) else (body,):
             if isinstance(s, Store):
-                lines.append(f"  {stores[(id(s.buffer), s.index)]}[l_] = {cx(transform(s.value, swap))};")
+                lines.append(f"  {stores[(id(s.buffer), s.index)]}[l_] = {cx(swap(s.value))};")
             elif isinstance(s, Assign):
-                lines.append(f"  {cx(Var(s.name))} = {cx(transform(s.value, swap))};")
+                lines.append(f"  {cx(Var(s.name))} = {cx(swap(s.value))};")
             elif s.name not in self.plan.hoisted:  # type: ignore[union-attr]
                 assert isinstance(s, Let)
-                lines.append(f"  const {ctype(s.value.dtype)} {s.name} = {cx(transform(s.value, swap))};")
+                lines.append(f"  const {ctype(s.value.dtype)} {s.name} = {cx(swap(s.value))};")
         return [*lines, "}"]
 
     def epilogue(self, cx: CExpr) -> list[str]:
         """Packed stores of the lane arrays."""
         n = self.plan.lanes
         return [f"store_pack<{n}>({self._at(cx, a)}, {a.name});" for a in self.plan.stores]
+
+
+def _lane_reads(e: Expr, packed: tuple[Access, ...]) -> Expr:
+    """`e` with each packed load read from its lane array at lane `l_`."""
+    names = {(id(a.buffer), a.index): a.name for a in packed}
+
+    def swap(x: Expr) -> Expr | None:
+        if isinstance(x, Load) and (id(x.buffer), x.index) in names:
+            return Var(f"{names[(id(x.buffer), x.index)]}[l_]", x.dtype)
+        return None
+
+    return transform(e, swap)

@@ -106,12 +106,16 @@ class Nest:
         materialize: indices of operands the nest wants in memory rather than inlined (a
             contraction reads each operand element many times).
         checks: index validations that must pass before the nest runs.
+        recompute: the result element as an expression that folds its row's statistics itself
+            (a `Fold`), for rows short enough to recompute: the partition may inline such a row
+            op into element-wise readers instead of giving it a kernel.
     """
 
     build: Callable[[Buffer, NestContext], Stmt]
     form: str
     materialize: tuple[int, ...] = ()
     checks: tuple[IndexCheck, ...] = ()
+    recompute: Callable[[Index], Expr] | None = None
 
 
 @dataclass

@@ -89,6 +89,9 @@ class _KernelBuilder:
         if key not in self.memo:
             if n not in self.computes:
                 form = self.rule(n)
+                if isinstance(form, Nest) and n in self.part.recomputed:
+                    assert form.recompute is not None, n.op
+                    form = Compute(form.recompute)
                 assert isinstance(form, Compute), n.op
                 self.computes[n] = form
                 self.origin.append(node_origin(n))
@@ -223,6 +226,7 @@ def _kernels(
         updates=_updates(g, kb, buffers),
     )
     kernel.decisions.extend(g.notes)
+    kernel.decisions.extend(part.recomputed[n] for n in kb.computes if n in part.recomputed)
     if why is not None:
         kernel.decisions.append(why)
     if not checks:

@@ -21,11 +21,28 @@ from ..dims import Dim
 from ..dtypes import i64
 from ..ops.nn import Attention, Embedding, LayerNorm, RmsNorm, Rope
 from ..ops.operands import element_count, exact_quotient
-from ..tile.expr import Expr, Load, Select, Var, binary, cast, compute_dtype, const, dim_expr, floordiv, unary
+from ..tile.expr import (
+    Expr,
+    Load,
+    Select,
+    Var,
+    binary,
+    cast,
+    compute_dtype,
+    const,
+    dim_expr,
+    floordiv,
+    fold,
+    unary,
+)
 from ..tile.stmt import Alloc, Assign, For, Let, Stmt, Store, seq
 from ..types import TensorType
 from .core import Compute, Index, IndexCheck, Nest, NestContext, Operand, loop_nest, lower
 from .reduction import row_reduce
+
+# The longest row a reader recomputes a norm over: a head (64-256 elements) costs each reading
+# thread a few L1-hot loads, a hidden row (thousands) would multiply the norm's reads.
+RECOMPUTED_ROW = 256
 
 
 def _norm_split(x: Operand, w: Operand) -> tuple[tuple[Dim, ...], tuple[Dim, ...]]:
@@ -52,7 +69,23 @@ def _lower_rms_norm(op: RmsNorm, t: TensorType, x: Operand, w: Operand) -> Nest:
 
         return loop_nest(ctx, outer, element)
 
-    return Nest(build, "row")
+    (n,) = row if len(row) == 1 else (None,)
+    if not (isinstance(n, int) and n <= RECOMPUTED_ROW):
+        return Nest(build, "row")
+    inverses: dict[Index, Expr] = {}
+
+    def recompute(idx: Index) -> Expr:
+        """The element with its row's inverse RMS folded in the reading thread (one per row)."""
+        outer_idx = idx[:-1]
+        if outer_idx not in inverses:
+            xv = lambda r: cast(x.at((*outer_idx, r)), acc_t)  # noqa: E731
+            sq = fold("add", dim_expr(n), lambda r: binary("mul", xv(r), xv(r)), const(0.0, acc_t))
+            mean = binary("div", sq, const(float(n), acc_t))
+            inverses[outer_idx] = unary("rsqrt", binary("add", mean, const(op.eps, acc_t)))
+        value = binary("mul", cast(x.at(idx), acc_t), inverses[outer_idx])
+        return cast(binary("mul", value, cast(w.at(idx[-1:]), acc_t)), t.dtype)
+
+    return Nest(build, "row", recompute=recompute)
 
 
 @lower.register(LayerNorm)

@@ -9,6 +9,11 @@ one domain form one element-grid kernel with several outputs, under seed 003's a
 proof: same domain, compact injective writes, no read of a buffer the group writes (a consumer
 inside the group recomputes the producer instead), parameters checked noalias at the entry.
 
+A row op whose rule can also `recompute` an element (a norm over a short row) is inlined like a
+`Compute` when every path from it ends in an element-grid output: each reader then folds the
+row's statistic itself, and the row op's kernel and its round trip through memory disappear.
+It keeps its kernel when it is a result, an anchor wants it in memory, or it reaches an anchor.
+
     exp, add -> result r0; mul -> result r1   ==>   kernel k0 [element grid (T, 64)]: r0, r1
 """
 
@@ -42,12 +47,14 @@ class Partition:
         materialized: values that live in memory (parameters, anchor results, results,
             anchor operands); every other node is inlined into its consumers.
         forms: the lowering form of each node, `Compute` or `Nest`.
+        recomputed: row ops inlined into their readers through `Nest.recompute`, with why.
     """
 
     function: Function
     groups: list[Group]
     materialized: set[Value]
     forms: dict[Node, type]
+    recomputed: dict[Node, str] = field(default_factory=dict)
 
 
 def node_origin(node: Node) -> str:
@@ -80,21 +87,47 @@ def form_of(fn: Function, node: Node) -> Compute | Nest:
     return lower(op, node.type, *(_placeholder(a) for a in node.args))
 
 
+def _recomputable(
+    fn: Function, forms: dict[Node, Compute | Nest], wanted: set[Value], results: set[Value]
+) -> dict[Node, str]:
+    """Row ops to inline into their readers, each with the reason (module docstring)."""
+    readers: dict[Value, list[Node]] = {}
+    for n in fn.body:
+        for a in n.args:
+            readers.setdefault(a, []).append(n)
+
+    def ends_in_grids(v: Value) -> bool:
+        users = readers.get(v, [])
+        return bool(users) and all(
+            isinstance(forms[u], Compute) and (u in results or u in wanted or ends_in_grids(u))
+            for u in users
+        )
+
+    out = {}
+    for n, f in forms.items():
+        inline = isinstance(f, Nest) and f.recompute is not None and n not in results | wanted
+        if inline and ends_in_grids(n):
+            out[n] = (
+                f"{node_origin(n)} recomputed here: each reader folds its short row's statistic "
+                f"itself, so the row op has no kernel and its result never reaches memory"
+            )
+    return out
+
+
 def partition_kernels(fn: Function) -> Partition:
     """Cut `fn` (calls already inlined) into kernel groups; see the module docstring."""
     forms = {n: form_of(fn, n) for n in fn.body}
-    materialized: set[Value] = set(fn.params)
-    materialized.update(v for v in fn.results)
-    for n, f in forms.items():
-        if isinstance(f, Nest):
-            materialized.add(n)
-            materialized.update(n.args[i] for i in f.materialize)
+    results = set(fn.results)
+    wanted = {n.args[i] for n, f in forms.items() if isinstance(f, Nest) for i in f.materialize}
+    recomputed = _recomputable(fn, forms, wanted, results)
+    materialized: set[Value] = set(fn.params) | results | wanted
+    materialized.update(n for n, f in forms.items() if isinstance(f, Nest) and n not in recomputed)
     groups: list[Group] = []
     open_grid: Group | None = None
     for n in fn.body:
         if n not in materialized:
             continue
-        if isinstance(forms[n], Nest):
+        if isinstance(forms[n], Nest) and n not in recomputed:
             groups.append(Group("anchor", [n], n.type.shape))  # type: ignore[union-attr]
             open_grid = None
             continue
@@ -117,4 +150,5 @@ def partition_kernels(fn: Function) -> Partition:
                 f"compact injective "
                 f"writes, no read of a buffer the group writes, parameters noalias (checked at entry)"
             )
-    return Partition(fn, groups, materialized, {n: type(f) for n, f in forms.items()})
+    kinds = {n: Compute if n in recomputed else type(f) for n, f in forms.items()}
+    return Partition(fn, groups, materialized, kinds, recomputed)

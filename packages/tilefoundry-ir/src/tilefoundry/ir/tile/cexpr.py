@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from ..dims import Dim, format_dim
 from ..dtypes import DType
 from ..errors import PlanError
-from .expr import Bin, Cast, Const, Expr, Load, Select, Un, Var, dim_expr
+from .expr import Bin, Cast, Const, Expr, Fold, Load, Select, Un, Var, dim_expr
 from .stmt import Buffer, Program
 
 CTYPE = {
@@ -123,8 +123,20 @@ class CExpr:
             return f"({self(e.cond)} ? {self(e.a)} : {self(e.b)})"
         if isinstance(e, Un):
             return self.unary(e)
+        if isinstance(e, Fold):
+            return self.fold(e)
         assert isinstance(e, Bin)
         return self.binary(e)
+
+    def fold(self, e: Fold) -> str:
+        """A Fold as an immediately invoked lambda: a loop in the reading thread."""
+        acc = Var(f"{e.var}_acc", e.dtype)
+        step = self(Bin(e.op, acc, e.body, e.dtype))
+        return (
+            f"([&]() {{ {ctype(e.dtype)} {acc.name} = {self(e.init)}; "
+            f"for (int64_t {e.var} = 0; {e.var} < {self(e.extent)}; ++{e.var}) {acc.name} = {step}; "
+            f"return {acc.name}; }}())"
+        )
 
     def unary(self, e: Un) -> str:
         a = self(e.a)

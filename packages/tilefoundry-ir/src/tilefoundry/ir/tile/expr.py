@@ -119,6 +119,29 @@ class Select(Expr):
         return self.a.dtype
 
 
+@dataclass(frozen=True, eq=True)
+class Fold(Expr):
+    """`init <op> body(0) <op> ... <op> body(extent - 1)`, folded in the thread that reads it.
+
+    A short row's statistic recomputed by each element that needs it (a head's RMS), so a row op
+    can be inlined into its element-wise readers. `var` is bound inside `body` only; `extent` is
+    free of it. `op` is a reassociable combiner ("add", "max", "min").
+    """
+
+    op: str
+    var: str
+    extent: Expr
+    body: Expr
+    init: Expr
+
+    def __post_init__(self) -> None:
+        assert self.op in ("add", "max", "min"), self.op
+
+    @property
+    def dtype(self) -> DType:  # type: ignore[override]
+        return self.init.dtype
+
+
 @dataclass(frozen=True, eq=False)
 class Load(Expr):
     """The element of `buffer` at `index` (one i64 expression per dim, row-major compact)."""
@@ -274,6 +297,8 @@ def children(e: Expr) -> tuple[Expr, ...]:
         return (e.cond, e.a, e.b)
     if isinstance(e, Load):
         return e.index
+    if isinstance(e, Fold):
+        return (e.extent, e.body, e.init)
     return ()
 
 
@@ -289,6 +314,8 @@ def rebuild(e: Expr, kids: tuple[Expr, ...]) -> Expr:
         return Select(*kids)
     if isinstance(e, Load):
         return Load(e.buffer, kids)
+    if isinstance(e, Fold):
+        return Fold(e.op, e.var, *kids)
     return e
 
 
@@ -318,13 +345,32 @@ def walk(e: Expr) -> list[Expr]:
 
 
 def free_vars(e: Expr) -> set[str]:
-    """Names of the Vars `e` reads."""
-    return {x.name for x in walk(e) if isinstance(x, Var)}
+    """Names of the Vars `e` reads (a Fold's own variable is bound, not free)."""
+    if isinstance(e, Fold):
+        return free_vars(e.extent) | free_vars(e.init) | (free_vars(e.body) - {e.var})
+    out: set[str] = {e.name} if isinstance(e, Var) else set()
+    for k in children(e):
+        out |= free_vars(k)
+    return out
 
 
 def loads(e: Expr) -> list[Load]:
     """The Loads of `e`."""
     return [x for x in walk(e) if isinstance(x, Load)]
+
+
+def fold(op: str, extent: Expr, body: Callable[[Var], Expr], init: Expr) -> Fold:
+    """`Fold` of `body(r)` over `r` in [0, extent).
+
+    The variable is named after the Folds nested in the body (`f0_` holds none, `f1_` holds an
+    `f0_` fold), so a Fold never captures one inside it and equal Folds get equal names: two
+    reads of one row's statistic are one value to hoist.
+    """
+    placeholder = "fold?"
+    built = body(Var(placeholder))
+    depth = max((int(x.var[1:-1]) + 1 for x in walk(built) if isinstance(x, Fold)), default=0)
+    name = f"f{depth}_"
+    return Fold(op, name, extent, substitute(built, {placeholder: Var(name)}), init)
 
 
 def compute_dtype(dtype: DType) -> DType:

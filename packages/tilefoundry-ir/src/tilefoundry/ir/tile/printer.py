@@ -13,7 +13,7 @@ program rms(x: in (T, 64) f32, g: in (64,) f32, out0: out (T, 64) f32)
 from __future__ import annotations
 
 from ..dims import format_dim
-from .expr import Bin, Cast, Const, Expr, Load, Select, Un, Var
+from .expr import Bin, Cast, Const, Expr, Fold, Load, Select, Un, Var
 from .stmt import Alloc, Assign, AtomCall, Buffer, Check, For, If, Kernel, Let, Program, Seq, Stmt, Store
 
 _INFIX = {
@@ -55,6 +55,9 @@ def format_expr(e: Expr) -> str:
         return f"select({format_expr(e.cond)}, {format_expr(e.a)}, {format_expr(e.b)})"
     if isinstance(e, Load):
         return f"{e.buffer.name}[{', '.join(format_expr(i) for i in e.index)}]"
+    if isinstance(e, Fold):
+        over = f"{e.var} in 0..{format_expr(e.extent)}"
+        return f"fold_{e.op}({over}: {format_expr(e.body)}, {format_expr(e.init)})"
     return repr(e)
 
 

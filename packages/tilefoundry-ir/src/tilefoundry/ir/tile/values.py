@@ -9,8 +9,8 @@ once and its text stays linear in the program size:
       ->  let v0 = exp(x[i]);  out0[i] = v0 + 1;  out1[i] = v0 * 2
 
 Only Select conditions are shared, never its branches (a branch may read out of bounds when
-not taken). A value reading a scalar or buffer the same run of statements updates is left in
-place.
+not taken), and nothing inside a Fold (its body reads the Fold's own variable). A value
+reading a scalar or buffer the same run of statements updates is left in place.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import itertools
 
-from .expr import Bin, Cast, Const, Expr, Load, Select, Un, Var, free_vars
+from .expr import Bin, Cast, Const, Expr, Fold, Load, Select, Un, Var, children, free_vars
 from .stmt import Assign, Check, Let, Program, Seq, Stmt, Store, map_stmt, seq
 
 _SIMPLE = (Store, Let, Assign, Check)
@@ -114,7 +114,7 @@ class _Rewriter:
 
 def _walk(e: Expr) -> list[Expr]:
     out = [e]
-    for k in (e.cond,) if isinstance(e, Select) else _kids(e):
+    for k in (e.cond,) if isinstance(e, Select) else children(e) if isinstance(e, Fold) else _kids(e):
         out.extend(_walk(k))
     return out
 

@@ -1,0 +1,98 @@
+"""plan/partition.py: a norm over a short row is recomputed by its element-wise readers.
+
+RmsNorm's rule offers `Nest.recompute` for rows of at most `RECOMPUTED_ROW` elements. The
+partition takes it when every path from the norm ends in an element-grid output: the norm then
+has no kernel, each reading element folds its row's sum of squares (a `Fold`), and the kernel
+that absorbs it says so. A norm that is a result, feeds an anchor, or spans a long row keeps its
+row kernel.
+"""
+
+from __future__ import annotations
+
+from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, i64, tf
+from tilefoundry.ir.lower import inline_calls, lower_to_tile
+from tilefoundry.ir.lower.nn import RECOMPUTED_ROW
+from tilefoundry.ir.plan.partition import partition_kernels
+from tilefoundry.ir.tile.expr import Fold, walk
+from tilefoundry.ir.tile.stmt import Program, stmt_exprs, walk_stmts
+
+T = DimVar("T", 1, 17)
+HEADS = Tensor[(1, 4, T, 64), bf16]
+G = ConstTensor[(64,), bf16]
+TABLE = Tensor[(32, 64), bf16]
+CACHE = Tensor[(1, 4, 32, 64), bf16]
+
+
+def _program(fn) -> Program:
+    return lower_to_tile(partition_kernels(inline_calls(fn)))
+
+
+def _folds(p: Program) -> dict[str, list[Fold]]:
+    """Each kernel's Folds, by kernel name."""
+    return {
+        k.name: [x for s in walk_stmts(k.body) for e in stmt_exprs(s) for x in walk(e) if isinstance(x, Fold)]
+        for k in p.kernels
+    }
+
+
+@func
+def norm_rope(x: HEADS, g: G, cos: TABLE, sin: TABLE, positions: Tensor[(T,), i64]):
+    return tf.rope(tf.rms_norm(x, g), cos, sin, positions)
+
+
+@func
+def norm_into_cache(cache: CACHE, pos: Tensor[(), i64], x: HEADS, g: G):
+    return tf.cache_update(cache, pos, tf.rms_norm(x, g) * 2.0)
+
+
+@func
+def norm_result(x: HEADS, g: G):
+    y = tf.rms_norm(x, g)
+    return y, tf.exp(y)
+
+
+@func
+def norm_matmul(x: Tensor[(T, 64), f32], g: ConstTensor[(64,), f32], w: Tensor[(64, 32), f32]):
+    return tf.matmul(tf.rms_norm(x, g), w)
+
+
+@func
+def norm_and_sum(x: Tensor[(T, 64), f32], g: ConstTensor[(64,), f32]):
+    y = tf.rms_norm(x, g)
+    return tf.exp(y), tf.sum(y, -1)
+
+
+@func
+def long_row(x: Tensor[(T, 2 * RECOMPUTED_ROW), f32], g: ConstTensor[(2 * RECOMPUTED_ROW,), f32]):
+    return tf.exp(tf.rms_norm(x, g))
+
+
+def test_a_head_norm_read_by_rope_has_no_kernel_of_its_own() -> None:
+    """rope(rms_norm(x)): one element grid folding each head's sum of squares, once per row."""
+    p = _program(norm_rope)
+    assert [k.form for k in p.kernels if k.form != "index check"] == ["element grid"]
+    (grid,) = [k for k in p.kernels if k.form == "element grid"]
+    assert any("rms_norm" in d and "recomputed here" in d for d in grid.decisions)
+    folds = _folds(p)[grid.name]
+    # rope reads the normalized row at j and j +- 32: one Fold object, read by both
+    assert len({id(f) for f in folds}) == 1 and folds[0].extent.value == 64
+    assert not p.temps
+
+
+def test_a_norm_stored_by_a_cache_update_is_folded_inside_the_region_branch() -> None:
+    """The cache update's new rows are the norm's: the Fold sits in the region branch of its Select."""
+    p = _program(norm_into_cache)
+    kinds = [k.form for k in p.kernels if k.form != "index check"]
+    assert kinds == ["element grid"]
+    (grid,) = [k for k in p.kernels if k.updates]
+    assert _folds(p)[grid.name]
+
+
+def test_a_norm_that_is_a_result_an_anchor_operand_or_a_long_row_keeps_its_row_kernel() -> None:
+    """Recomputing would store it anyway, or put a Fold inside an anchor's loops, or multiply a long
+    row's reads: each keeps the row kernel, and no kernel folds."""
+    for fn in (norm_result, norm_matmul, norm_and_sum, long_row):
+        p = _program(fn)
+        assert "row" in [k.form for k in p.kernels], fn.name
+        assert not any(_folds(p).values()), fn.name
+        assert not any("recomputed here" in d for k in p.kernels for d in k.decisions), fn.name
