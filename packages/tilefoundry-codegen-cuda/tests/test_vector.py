@@ -176,9 +176,10 @@ def test_a_row_fold_is_folded_once_per_pack_in_packs_of_its_own() -> None:
     code = PackCode(plan, "j_b")
     cx = CExpr({})
     prologue = code.prologue(cx, body)
-    assert prologue[:6] == [
+    assert prologue[:7] == [
         "float gf0_ = 0.0f;",
         "{",
+        "  #pragma unroll",
         "  for (int64_t f0_b = 0; f0_b < int64_t(64LL); f0_b += 4) {",
         "    float gf0_l0_[4];",
         "    load_pack<4>(b_x + (i) * int64_t(64LL) + f0_b, gf0_l0_);",

@@ -446,7 +446,8 @@ class PackCode:
             loop = f"  for (int64_t {f.var} = 0; {f.var} < {extent}; ++{f.var}) {fp.name} = {step};"
             return [*out, loop, "}"]
         base = f"{f.var}b"
-        out.append(f"  for (int64_t {base} = 0; {base} < {extent}; {base} += {fp.lanes}) {{")
+        # unrolled: every pack of the row in flight at once, not one L2 round trip per pack
+        out += ["  #pragma unroll", f"  for (int64_t {base} = 0; {base} < {extent}; {base} += {fp.lanes}) {{"]
         for a in fp.loads:
             where = cx.linear(a.buffer.shape, (*a.index[:-1], substitute(a.index[-1], {f.var: Var(base)})))
             out += [
