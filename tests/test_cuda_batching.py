@@ -51,7 +51,8 @@ class Batched:
 
 def test_decode_attention_launches_rope_and_cache_update_once_with_the_head_norms_inside() -> None:
     """k7 + k8 (rope of q, the cache update of k and v): one launch, which also recomputes the q and
-    k head norms (each head's sum of squares folded once per pack); the norms launch nothing."""
+    k head norms (each thread folds its pack's squares, a head's 8 threads combine them by
+    shuffles); the norms launch nothing."""
     fn = decode_attention()
     catalog = arch_catalog("sm_90a")
     text = emit_module(fn.name, (schedule_function(fn, catalog, {}),), catalog, {})
@@ -65,7 +66,8 @@ def test_decode_attention_launches_rope_and_cache_update_once_with_the_head_norm
     assert "(k7_rope writes t7; k8_cache_update writes out1, out2)" in text
     packed = text[text.index("attention__k7_k8_batch_packed(") :]
     packed = packed[: packed.index("\n}\n")]
-    assert packed.count("float gf0_ = 0.0f;") == 2  # one fold per member, in packs of 8
+    assert packed.count("float gf0_ = 0.0f;") == 2  # one fold per member
+    assert packed.count("gf0_ = lane_group_reduce<8>(add_combine{}, gf0_);") == 2
     assert packed.count("load_pack<8>(b_t2 + ") == 4 and packed.count("load_pack<8>(b_t4 + ") == 4
     # the index checks ride with the first RMS norm, which reads none of the indices they validate
     assert {"attention__checks_k0_batch_packed", "attention__checks_k0_batch"} <= set(launched)

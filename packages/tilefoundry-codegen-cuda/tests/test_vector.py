@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tilefoundry.codegen.cuda.vector import PackCode, plan_packs
+from tilefoundry.codegen.cuda.vector import PackCode, plan_packs, share_folds
 from tilefoundry.ir.dtypes import bf16, f32, i64
 from tilefoundry.ir.tile.cexpr import CExpr
 from tilefoundry.ir.tile.expr import Const, Fold, Load, Select, Var, binary, cast, fold, unary
@@ -176,7 +176,9 @@ def test_a_row_fold_is_folded_once_per_pack_in_packs_of_its_own() -> None:
     code = PackCode(plan, "j_b")
     cx = CExpr({})
     prologue = code.prologue(cx, body)
-    assert prologue[:7] == [
+    start = prologue.index("float gf0_ = 0.0f;")  # after the pack's own loads, which are in flight
+    assert all("gl" not in line for line in prologue[start:])
+    assert prologue[start : start + 7] == [
         "float gf0_ = 0.0f;",
         "{",
         "  #pragma unroll",
@@ -204,7 +206,8 @@ def test_a_fold_under_a_region_branch_is_folded_only_when_the_branch_is_taken() 
     (f,) = plan.folds
     assert [[c for c, _ in g] for g in f.guards] == [[inside]]
     prologue = PackCode(plan, "j_b").prologue(CExpr({}), body)
-    assert prologue[1] == "if ((((i >= pos) && (i < (pos + int64_t(1LL)))))) {"
+    start = prologue.index("float gf0_ = 0.0f;")
+    assert prologue[start + 1] == "if ((((i >= pos) && (i < (pos + int64_t(1LL)))))) {"
 
 
 def test_a_fold_that_moves_with_the_pack_axis_or_reads_through_a_gather_is_handled_apart() -> None:
@@ -218,4 +221,28 @@ def test_a_fold_that_moves_with_the_pack_axis_or_reads_through_a_gather_is_handl
     (f,) = plan.folds
     assert f.lanes == 1 and f.loads == ()
     prologue = PackCode(plan, "j_b").prologue(CExpr({}), _store(gathered))
-    assert prologue[2].startswith("  for (int64_t f0_ = 0; f0_ < int64_t(64LL); ++f0_) gf0_ = (gf0_ + ")
+    start = prologue.index("float gf0_ = 0.0f;")
+    loop = "  for (int64_t f0_ = 0; f0_ < int64_t(64LL); ++f0_) gf0_ = (gf0_ + "
+    assert prologue[start + 2].startswith(loop)
+
+
+def test_a_row_fold_spanning_the_loop_is_shared_by_the_threads_of_the_row() -> None:
+    """In a flat grid the 16 packs of a 64-f32 row run on 16 consecutive threads: each folds the
+    pack it moves and the row's threads combine their partials by shuffles. A fold under a branch
+    that splits the row, or one that spans another extent, keeps the whole-row loop."""
+    s = _sum_of_squares(X, lambda r: (I, r))
+    body = _store(binary("mul", Load(X, (I, J)), unary("rsqrt", s)))
+    plan = share_folds(plan_packs("j", Const(64), body, "g"), Const(64))
+    (f,) = plan.folds
+    assert f.across == 16
+    prologue = PackCode(plan, "j_b").prologue(CExpr({}), body)
+    start = prologue.index("float gf0_ = 0.0f;")
+    own = ["  float gf0_l0_[4];", "  load_pack<4>(b_x + (i) * int64_t(64LL) + j_b, gf0_l0_);"]
+    assert prologue[start + 2 : start + 4] == own
+    assert prologue[-2] == "gf0_ = lane_group_reduce<16>(add_combine{}, gf0_);"
+    assert not any("f0_b" in line for line in prologue)
+    split = _store(Select(binary("lt", J, Const(32)), binary("mul", Load(X, (I, J)), s), Const(0.0, f32)))
+    assert share_folds(plan_packs("j", Const(64), split, "g"), Const(64)).folds[0].across == 1
+    short = fold("add", Const(32), lambda r: Load(X, (I, r)), Const(0.0, f32))
+    other = plan_packs("j", Const(64), _store(binary("mul", Load(X, (I, J)), short)), "g")
+    assert share_folds(other, Const(64)).folds[0].across == 1

@@ -43,7 +43,7 @@ from .in_place import InPlace, describe, plan_in_place
 from .options import ATTENTION
 from .placed import PlacedGrid, plan_placed
 from .serial import SerialCode, largest_count
-from .vector import PackPlan, plan_packs
+from .vector import PackPlan, plan_packs, share_folds
 
 # Threads per CTA of a flat grid: light bodies (no loops) and heavy ones.
 GRID_THREADS = 256
@@ -370,7 +370,7 @@ def _grid(r: Realizer) -> list[Realization]:
         last = chain[-1]
         plan = plan_packs(last.var, last.extent, body, "g")
         if isinstance(plan, PackPlan):
-            packs = plan
+            packs = share_folds(plan, last.extent)
             names = ", ".join(b.name for b in plan.buffers)
             notes.append(
                 f"cuda: 16-byte packs of {plan.lanes} along {last.var} ({names}); the host launches "

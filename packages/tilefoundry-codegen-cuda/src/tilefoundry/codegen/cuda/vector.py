@@ -21,7 +21,9 @@ of the body stay per-lane scalar loads. Stores must all be packed: a pack is wri
 
 A `Fold` (a short row's statistic a reader recomputes) must not move with `j`: the pack folds
 it once, before its lanes, under the branches its reads sit under, its own loads in packs
-along the fold's variable when they qualify as above.
+along the fold's variable when they qualify as above. Where the fold spans exactly the loop's
+extent and consecutive threads take a row's packs (a flat grid, `share_folds`), each thread
+folds its own pack and the row's threads combine their partials by warp shuffles.
 
     for j in 0..64: out[i, j] = exp(x[i, j]) + y[j]      (f32: N = 4)
       ->  load_pack<4>(x + i*64 + jb); load_pack<4>(y + jb); 4 lanes; store_pack<4>(out + i*64 + jb)
@@ -54,6 +56,8 @@ from tilefoundry.ir.tile.expr import (
 )
 from tilefoundry.ir.tile.stmt import Assign, Buffer, Let, Seq, Stmt, Store
 
+from .serial import indent
+
 MAX_LANES = 16
 
 
@@ -81,7 +85,8 @@ class FoldPlan:
 
     `guards`: the branch sets it sits under; it is folded when one of them holds (an empty set
     among them: always). `lanes`/`loads`: its body's loads moved as packs along the fold's own
-    variable (lanes 1 and no loads: a scalar loop).
+    variable (lanes 1 and no loads: a scalar loop). `across` > 1: the fold is shared by that
+    many consecutive threads, each folding the one pack of the row it moves (`share_folds`).
     """
 
     fold: Fold
@@ -89,6 +94,7 @@ class FoldPlan:
     guards: tuple[Guard, ...]
     lanes: int = 1
     loads: tuple[Access, ...] = ()
+    across: int = 1
 
 
 @dataclass(frozen=True)
@@ -360,6 +366,37 @@ def _fold_packs(f: Fold, name: str, guards: tuple[Guard, ...]) -> FoldPlan:
     return replace(scalar, lanes=lanes, loads=tuple(seen.values()))
 
 
+_COMBINE = {"add": "add_combine{}", "max": "max_combine{}", "min": "min_combine{}"}
+_IDENTITY = {"add": 0.0, "max": float("-inf"), "min": float("inf")}
+
+
+def share_folds(plan: PackPlan, extent: Expr) -> PackPlan:
+    """`plan` with each fold the threads of a row can share: a flat grid runs one pack per thread,
+    the packs of a row on consecutive threads (the loop over `plan.var`, of `extent`, innermost).
+
+    A fold is shared when it spans exactly that extent in packs of the loop's width, starts from
+    its combiner's identity, is folded under branches free of `plan.var` (one verdict per row),
+    and a row's packs are a power of two of at most a warp's lanes.
+    """
+    if not (isinstance(extent, Const) and isinstance(extent.value, int)):
+        return plan
+    across = extent.value // plan.lanes
+    if across < 2 or across > 32 or across & (across - 1):
+        return plan
+    shared = []
+    for fp in plan.folds:
+        f = fp.fold
+        fits = (
+            f.extent == extent
+            and fp.lanes == plan.lanes
+            and isinstance(f.init, Const)
+            and f.init.value == _IDENTITY[f.op]
+            and not any(plan.var in free_vars(c) for g in fp.guards for c, _ in g)
+        )
+        shared.append(replace(fp, across=across) if fits else fp)
+    return replace(plan, folds=tuple(shared))
+
+
 def _invariant_lets(stmts: tuple[Stmt, ...], var: str) -> set[str]:
     """Immutable definitions whose value does not depend on `var`, directly or through another."""
     moving = {var}
@@ -401,7 +438,8 @@ class PackCode:
         )
 
     def prologue(self, cx: CExpr, body: Stmt) -> list[str]:
-        """Hoisted definitions and folds, lane arrays and their packed loads."""
+        """Hoisted definitions, lane arrays and their packed loads, then the folds: the pack's loads
+        are in flight while a fold loads its row."""
         n = self.plan.lanes
         out: list[str] = []
         done: set[str] = set()
@@ -409,7 +447,6 @@ class PackCode:
             if isinstance(s, Let) and s.name in self.plan.hoisted:
                 out += self._folds(cx, [f for f in self.plan.folds if f.fold in _folds(s.value)], done)
                 out.append(f"const {ctype(s.value.dtype)} {s.name} = {cx(self._swap_folds(s.value))};")
-        out += self._folds(cx, list(self.plan.folds), done)
         for a in self.plan.loads:
             load = f"load_pack<{n}>({self._at(cx, a)}, {a.name});"
             if a.name in self.held:
@@ -419,6 +456,7 @@ class PackCode:
                 f"{ctype(a.buffer.dtype)} {a.name}[{n}];",
                 f"if ({self._when(cx, a.guard)}) {load}" if a.guard else load,
             ]
+        out += self._folds(cx, list(self.plan.folds), done)
         out += [f"{ctype(a.buffer.dtype)} {a.name}[{n}];" for a in self.plan.stores]
         return out
 
@@ -445,24 +483,32 @@ class PackCode:
             step = cx(Bin(f.op, acc, f.body, f.dtype))
             loop = f"  for (int64_t {f.var} = 0; {f.var} < {extent}; ++{f.var}) {fp.name} = {step};"
             return [*out, loop, "}"]
+        if fp.across > 1:  # this thread's pack of the row, then the row's threads combined
+            combine = f"lane_group_reduce<{fp.across}>({_COMBINE[f.op]}, {fp.name})"
+            return [*out, *indent(self._fold_pack(cx, fp, self.base), 1), "}", f"{fp.name} = {combine};"]
         base = f"{f.var}b"
         # unrolled: every pack of the row in flight at once, not one L2 round trip per pack
-        out += ["  #pragma unroll", f"  for (int64_t {base} = 0; {base} < {extent}; {base} += {fp.lanes}) {{"]
+        loop = f"for (int64_t {base} = 0; {base} < {extent}; {base} += {fp.lanes}) {{"
+        return [*out, "  #pragma unroll", f"  {loop}", *indent(self._fold_pack(cx, fp, base), 2), "  }", "}"]
+
+    @staticmethod
+    def _fold_pack(cx: CExpr, fp: FoldPlan, base: str) -> list[str]:
+        """Folding the pack of the fold's row that starts at `base`: its loads, then its lanes."""
+        f = fp.fold
+        out = []
         for a in fp.loads:
             where = cx.linear(a.buffer.shape, (*a.index[:-1], substitute(a.index[-1], {f.var: Var(base)})))
             out += [
-                f"    {ctype(a.buffer.dtype)} {a.name}[{fp.lanes}];",
-                f"    load_pack<{fp.lanes}>({cname(a.buffer)} + {where}, {a.name});",
+                f"{ctype(a.buffer.dtype)} {a.name}[{fp.lanes}];",
+                f"load_pack<{fp.lanes}>({cname(a.buffer)} + {where}, {a.name});",
             ]
-        step = cx(Bin(f.op, acc, _lane_reads(f.body, fp.loads), f.dtype))
+        step = cx(Bin(f.op, Var(fp.name, f.dtype), _lane_reads(f.body, fp.loads), f.dtype))
         return [
             *out,
-            "    #pragma unroll",
-            f"    for (int l_ = 0; l_ < {fp.lanes}; ++l_) {{",
-            f"      const int64_t {f.var} = {base} + l_;",
-            f"      {fp.name} = {step};",
-            "    }",
-            "  }",
+            "#pragma unroll",
+            f"for (int l_ = 0; l_ < {fp.lanes}; ++l_) {{",
+            f"  const int64_t {f.var} = {base} + l_;",
+            f"  {fp.name} = {step};",
             "}",
         ]
 

@@ -63,6 +63,26 @@ __device__ T group_reduce(Combine op, T v, T* ws) {
   }
 }
 
+/**
+ * @brief Combine `v` over the `Lanes` consecutive lanes of a warp (a power of two, groups aligned
+ *        to `Lanes`) that share one value, such as the packs of one short row; each gets the result.
+ *
+ * Every lane of the group must call it; other groups of the warp need not (each shuffles under its
+ * own mask), so a grid-stride loop whose trip count is uniform per group may call it.
+ */
+template <int Lanes, class Combine, class T>
+__device__ T lane_group_reduce(Combine op, T v) {
+  static_assert(Lanes >= 1 && Lanes <= 32 && (Lanes & (Lanes - 1)) == 0,
+                "lane_group_reduce: Lanes must be a power of two in [1, 32]");
+  if constexpr (Lanes > 1) {
+    unsigned const first = threadIdx.x % 32 / Lanes * Lanes;
+    unsigned const mask = Lanes == 32 ? 0xffffffffu : ((1u << Lanes) - 1u) << first;
+#pragma unroll
+    for (int offset = Lanes / 2; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(mask, v, offset, Lanes));
+  }
+  return v;
+}
+
 /// Barrier over the lanes of one group: __syncwarp for a warp, __syncthreads for the CTA.
 template <int Group>
 __device__ inline void group_sync() {
