@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.models.profile_decode import marginal_table, step_busy
+from bench.models.profile_decode import marginal_table, step_boundary, step_busy
 
 
 def _chain(rng: random.Random, lo: float) -> tuple[list[tuple[str, float, float]], float]:
@@ -50,3 +50,20 @@ def test_busy_time_leaves_out_the_gaps() -> None:
     gap = events[3][1] - events[2][2]
     assert period == pytest.approx(hi - lo)
     assert busy == pytest.approx(end - lo - gap)
+
+
+def test_the_boundary_table_is_the_median_step_with_the_idle_time_before_each_event() -> None:
+    rng = random.Random()
+    steps, lo = [], rng.uniform(0, 100)
+    for _ in range(3):
+        events, end = _chain(rng, lo)
+        hi = end + rng.uniform(1, 5)
+        steps.append((lo, hi, events))
+        lo = hi
+    median = sorted(steps, key=lambda s: s[1] - s[0])[1]
+    rows = step_boundary(steps)
+    assert [r[0] for r in rows] == ["a", "b", "c", "d"]
+    start, _, events = median
+    assert [r[1] for r in rows] == pytest.approx([a - start for _, a, _ in events])
+    assert [r[3] for r in rows[:3]] == [0.0, 0.0, 0.0]  # PDL overlap is no idle time
+    assert rows[3][3] == pytest.approx(events[3][1] - events[2][2])

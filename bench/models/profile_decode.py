@@ -108,6 +108,17 @@ def marginal_table(steps: list[Step]) -> list[tuple[str, float, float, int]]:
     return sorted(rows, key=lambda r: -r[1])
 
 
+def step_boundary(steps: list[Step], first: int = 20) -> list[tuple[str, float, float, float]]:
+    """The median step's first `first` events (the LM head, the pick, the next step's inputs, the
+    graph's first kernels) as (name, start us from the step's start, duration us, idle us before)."""
+    lo, _, events = sorted(steps, key=lambda s: s[1] - s[0])[len(steps) // 2]
+    out, end = [], lo
+    for name, a, b in events[:first]:
+        out.append((name, a - lo, b - a, max(0.0, a - end)))
+        end = max(end, b)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
@@ -167,6 +178,9 @@ def main() -> int:
     print("replayed step, per kernel: marginal us (how far it moves the step's end), duration us, launches")
     for name, us, dur, n in marginal_table(steps_seen)[: args.top]:
         print(f"{us:9.1f} {dur:9.1f} us {n:5d}x  {name[:150]}")
+    print("the median step from the LM head on: start us, duration us, idle us before, event")
+    for name, at, dur, idle in step_boundary(steps_seen):
+        print(f"{at:9.1f} {dur:9.1f} {idle:9.1f}  {name[:110]}")
     return 0
 
 
