@@ -290,3 +290,46 @@ def test_1_1_2_replayed_steps_read_only_the_static_caches(recorder):
     assert all(t is captured[0] for t in captured)
     versions = [v for _, v in seen[3:]]
     assert versions == sorted(versions) and len(set(versions)) == len(versions)  # advanced between steps
+
+
+class TableLM(RunningSumLM):
+    """Also reads a table the model caches and passes every step, as rotary tables are; from step
+    `bump` on, it rescales the table in place before passing it (a new version of the same tensor)."""
+
+    def __init__(self, bump: int | None = None) -> None:
+        super().__init__()
+        self.table = torch.randn(V, generator=torch.Generator().manual_seed(9))
+        self.bump = bump
+
+    def prepare_inputs_for_generation(self, input_ids, step, caches, *, device):
+        token, pos, caches = super().prepare_inputs_for_generation(input_ids, step, caches, device=device)
+        if self.bump is not None and step >= self.bump:
+            self.table.mul_(1.5)
+        return (token, pos, self.table, caches)
+
+    def __call__(self, token, pos, table, caches):
+        logits, caches = super().__call__(token, pos, caches)
+        return logits + table, caches
+
+
+def test_an_unchanged_cached_input_is_not_copied_again_and_a_changed_one_is(recorder, monkeypatch):
+    """The static buffer already holds the table the last copy read: replays copy only the fresh
+    per-step tensors, until the table changes in place (its version moves) and is copied again."""
+    copied: list[torch.Tensor] = []
+    real = torch._foreach_copy_
+
+    def spy(dst, src):
+        copied.extend(src)
+        return real(dst, src)
+
+    monkeypatch.setattr(torch, "_foreach_copy_", spy)
+    prompt = [3, 7, 1]
+    for bump in (None, 6):
+        copied.clear()
+        model = TableLM(bump)
+        out = generate(model, prompt, max_new_tokens=10, cuda_graph=True)
+        assert out.cuda_graph and out.graph_refusal is None
+        assert out.tokens.tolist() == _eager(TableLM(bump), prompt, 10).tokens.tolist()
+        table_copies = sum(1 for t in copied if t is model.table)
+        # decode steps run at positions 3..11: 3 warms up, 4 is captured, 5..11 replay
+        assert len(copied) > 0 and table_copies == (0 if bump is None else len(range(bump, 12)))
