@@ -8,10 +8,7 @@ over a generation's decode steps:
     second step   its inputs must look like the first's; the step is captured once, over static
                   input buffers, then replayed
     later steps   prepare_inputs_for_generation as always; its new inputs are copied into the
-                  static buffers, the graph is replayed, the logits read from its output. An input
-                  that is the very tensor the last copy read, unchanged since (same object, same
-                  version: a rotary table the model caches), is not copied again; one rewritten in
-                  place behind torch's version counter must come as a new tensor.
+                  static buffers, the graph is replayed, the logits read from its output
 
 State stays functional (seed 000 §1.1.2: a step MUST NOT mutate the caches it was given): the
 captured step reads the static caches and returns its new caches, and, still inside the graph,
@@ -184,8 +181,6 @@ class _Graph:
         self.static = list(leaves)
         for i in self.slots:
             self.static[i] = leaves[i].clone()
-        # Per slot: the tensor whose values its static buffer holds, and that tensor's version then.
-        self.held = {i: (leaves[i], leaves[i]._version) for i in self.slots}
         static_inputs = unflatten(self.spec, self.static)
 
         def step() -> torch.Tensor:
@@ -202,17 +197,10 @@ class _Graph:
 
     def run(self, leaves: list[Any]) -> torch.Tensor:
         """Copy the per-step tensors among the inputs' `leaves` into the static buffers and replay."""
-        fresh = [i for i in self.slots if not _holds(self.held[i], leaves[i])]
-        if fresh:
-            torch._foreach_copy_([self.static[i] for i in fresh], [leaves[i] for i in fresh])
-            self.held.update((i, (leaves[i], leaves[i]._version)) for i in fresh)
+        if self.slots:
+            torch._foreach_copy_([self.static[i] for i in self.slots], [leaves[i] for i in self.slots])
         self.replay()
         return self.logits
-
-
-def _holds(held: tuple[torch.Tensor, int], x: torch.Tensor) -> bool:
-    """Whether a static buffer holding `held`'s copy already holds `x`'s values."""
-    return held[0] is x and held[1] == x._version
 
 
 def distinct_tensors(leaves: list[Any]) -> list[torch.Tensor]:
