@@ -271,9 +271,9 @@ class _DeviceArgmax:
 
     def pick(self, logits: torch.Tensor, ids: torch.Tensor, at: int, k: int) -> None:
         """Token k (Sampler.pick's greedy choice: the first largest logit) into ids[at]."""
-        token = logits.reshape(-1, logits.shape[-1])[-1].float().argmax().view(1)
-        ids[at : at + 1].copy_(token)
-        self.host[k : k + 1].copy_(token, non_blocking=True)
+        row = logits.reshape(-1, logits.shape[-1])[-1]  # argmax in its own dtype: widening is exact
+        torch.argmax(row, dim=0, keepdim=True, out=ids[at : at + 1])
+        self.host[k : k + 1].copy_(ids[at : at + 1], non_blocking=True)
         self.done.record()
 
     def read(self, k: int) -> int:
