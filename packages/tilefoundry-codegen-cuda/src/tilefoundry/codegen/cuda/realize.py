@@ -376,6 +376,13 @@ def _grid(r: Realizer) -> list[Realization]:
                 f"cuda: 16-byte packs of {plan.lanes} along {last.var} ({names}); the host launches "
                 f"the scalar grid when a base address is not 16-byte aligned"
             )
+            notes += [
+                f"cuda: fold {f.name} shared by the {f.across} threads of its row (a pack each, combined by "
+                f"shuffles)"
+                if f.across > 1
+                else f"cuda: fold {f.name} over its whole row in each pack"
+                for f in packs.folds
+            ]
         else:
             notes.append(f"cuda: no 16-byte packs along {last.var}: {plan}")
     return [Realization("grid", r.name, r.k, chain, body, threads=threads, packs=packs, notes=notes)]

@@ -354,8 +354,8 @@ def _fold_packs(f: Fold, name: str, guards: tuple[Guard, ...]) -> FoldPlan:
         and all(
             _moves_packs(ld.index, f.var, lanes)
             and ld.buffer.role != "local"
-            and (_last_extent(ld.buffer) or 1) % lanes == 0
-            and _last_extent(ld.buffer) is not None
+            and (last := _last_extent(ld.buffer)) is not None
+            and last % lanes == 0
             for ld in body_loads
         )
     ):
