@@ -246,3 +246,24 @@ def test_a_row_fold_spanning_the_loop_is_shared_by_the_threads_of_the_row() -> N
     short = fold("add", Const(32), lambda r: Load(X, (I, r)), Const(0.0, f32))
     other = plan_packs("j", Const(64), _store(binary("mul", Load(X, (I, J)), short)), "g")
     assert share_folds(other, Const(64)).folds[0].across == 1
+
+
+def test_definitions_reading_a_fold_follow_the_pack_loads_and_the_fold() -> None:
+    """A gathered row id is defined before the loads that need it; the row's inverse RMS, which
+    reads the fold, after the fold, itself after the pack's loads."""
+    ids = Buffer("ids", i64, (8,), "input")
+    table = Buffer("table", f32, (100, 64), "input")
+    s = _sum_of_squares(X, lambda r: (I, r))
+    body = Seq(
+        (
+            Let("inv", unary("rsqrt", s)),
+            Let("row", Load(ids, (I,))),
+            Store(OUT, (I, J), binary("mul", Load(table, (Var("row"), J)), Var("inv", f32))),
+        )
+    )
+    plan = plan_packs("j", Const(64), body, "g")
+    lines = PackCode(plan, "j_b").prologue(CExpr({}), body)
+    keys = ("const int64_t row", "load_pack<4>(b_table", "float gf0_ =", "const float inv")
+    at = {key: next(i for i, x in enumerate(lines) if x.startswith(key)) for key in keys}
+    assert list(at.values()) == sorted(at.values())
+    assert lines[at["const float inv"]] == "const float inv = rsqrt(gf0_);"

@@ -13,8 +13,9 @@ from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, i64, t
 from tilefoundry.ir.lower import inline_calls, lower_to_tile
 from tilefoundry.ir.lower.nn import RECOMPUTED_ROW
 from tilefoundry.ir.plan.partition import partition_kernels
-from tilefoundry.ir.tile.expr import Fold, walk
-from tilefoundry.ir.tile.stmt import Program, stmt_exprs, walk_stmts
+from tilefoundry.ir.tile.expr import Fold, Select, walk
+from tilefoundry.ir.tile.stmt import Let, Program, stmt_exprs, walk_stmts
+from tilefoundry.ir.tile.values import hoist_shared_values
 
 T = DimVar("T", 1, 17)
 HEADS = Tensor[(1, 4, T, 64), bf16]
@@ -96,3 +97,28 @@ def test_a_norm_that_is_a_result_an_anchor_operand_or_a_long_row_keeps_its_row_k
         assert "row" in [k.form for k in p.kernels], fn.name
         assert not any(_folds(p).values()), fn.name
         assert not any("recomputed here" in d for k in p.kernels for d in k.decisions), fn.name
+
+
+def _branch_folds(p: Program) -> list[Fold]:
+    """The Folds inside Select branches of any kernel (where hoisting must leave them)."""
+    out = []
+    for k in p.kernels:
+        for s in walk_stmts(k.body):
+            for e in stmt_exprs(s):
+                for x in walk(e):
+                    if isinstance(x, Select):
+                        out += [f for b in (x.a, x.b) for f in walk(b) if isinstance(f, Fold)]
+    return out
+
+
+def test_a_fold_computed_anyway_is_named_once_and_its_branch_reads_use_the_name() -> None:
+    """rope reads the norm at j outside any branch and at j +- 32 inside rotate-half's branches:
+    hoisting binds the row's inverse RMS (its Fold) once, and the branches read that name. The cache
+    update reads the norm only inside its region branch, so its Fold stays there."""
+    rope = hoist_shared_values(_program(norm_rope))
+    (grid,) = [k for k in rope.kernels if k.form == "element grid"]
+    lets = [s for s in walk_stmts(grid.body) if isinstance(s, Let)]
+    assert sum(any(isinstance(x, Fold) for x in walk(s.value)) for s in lets) == 1
+    assert not _branch_folds(rope)
+    cache = hoist_shared_values(_program(norm_into_cache))
+    assert _branch_folds(cache)

@@ -397,6 +397,15 @@ def share_folds(plan: PackPlan, extent: Expr) -> PackPlan:
     return replace(plan, folds=tuple(shared))
 
 
+def _reading_folds(lets: list[Let]) -> set[str]:
+    """The definitions among `lets` (in order) that read a Fold, directly or through another."""
+    out: set[str] = set()
+    for s in lets:
+        if _folds(s.value) or free_vars(s.value) & out:
+            out.add(s.name)
+    return out
+
+
 def _invariant_lets(stmts: tuple[Stmt, ...], var: str) -> set[str]:
     """Immutable definitions whose value does not depend on `var`, directly or through another."""
     moving = {var}
@@ -438,15 +447,19 @@ class PackCode:
         )
 
     def prologue(self, cx: CExpr, body: Stmt) -> list[str]:
-        """Hoisted definitions, lane arrays and their packed loads, then the folds: the pack's loads
-        are in flight while a fold loads its row."""
+        """Hoisted definitions, lane arrays and their packed loads, then the folds and the
+        definitions that read them: the pack's loads are in flight while a fold loads its row."""
         n = self.plan.lanes
-        out: list[str] = []
-        done: set[str] = set()
-        for s in body.body if isinstance(body, Seq) else (body,):
-            if isinstance(s, Let) and s.name in self.plan.hoisted:
-                out += self._folds(cx, [f for f in self.plan.folds if f.fold in _folds(s.value)], done)
-                out.append(f"const {ctype(s.value.dtype)} {s.name} = {cx(self._swap_folds(s.value))};")
+        stmts = body.body if isinstance(body, Seq) else (body,)
+        hoisted = [s for s in stmts if isinstance(s, Let) and s.name in self.plan.hoisted]
+        late = _reading_folds(hoisted)
+        folds = self._folds(cx, self.plan.folds)
+        if any(free_vars(i) & late for a in self.plan.loads for i in a.index):
+            late, out = set(), folds  # a packed address needs a fold: the folds come first
+            folds = []
+        else:
+            out = []
+        out += [self._let(cx, s) for s in hoisted if s.name not in late]
         for a in self.plan.loads:
             load = f"load_pack<{n}>({self._at(cx, a)}, {a.name});"
             if a.name in self.held:
@@ -456,22 +469,20 @@ class PackCode:
                 f"{ctype(a.buffer.dtype)} {a.name}[{n}];",
                 f"if ({self._when(cx, a.guard)}) {load}" if a.guard else load,
             ]
-        out += self._folds(cx, list(self.plan.folds), done)
+        out += folds + [self._let(cx, s) for s in hoisted if s.name in late]
         out += [f"{ctype(a.buffer.dtype)} {a.name}[{n}];" for a in self.plan.stores]
         return out
+
+    def _let(self, cx: CExpr, s: Let) -> str:
+        return f"const {ctype(s.value.dtype)} {s.name} = {cx(self._swap_folds(s.value))};"
 
     def _swap_folds(self, e: Expr) -> Expr:
         names = {f.fold: f.name for f in self.plan.folds}
         return transform(e, lambda x: Var(names[x], x.dtype) if isinstance(x, Fold) and x in names else None)
 
-    def _folds(self, cx: CExpr, plans: list[FoldPlan], done: set[str]) -> list[str]:
-        """Each fold of `plans` not yet emitted: a scalar folded under its guards."""
-        out: list[str] = []
-        for fp in plans:
-            if fp.name not in done:
-                done.add(fp.name)
-                out += self._fold(cx, fp)
-        return out
+    def _folds(self, cx: CExpr, plans: tuple[FoldPlan, ...]) -> list[str]:
+        """Each fold: a scalar folded under its guards."""
+        return [line for fp in plans for line in self._fold(cx, fp)]
 
     def _fold(self, cx: CExpr, fp: FoldPlan) -> list[str]:
         f = fp.fold

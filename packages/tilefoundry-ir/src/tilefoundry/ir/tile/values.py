@@ -8,9 +8,12 @@ once and its text stays linear in the program size:
     out0[i] = exp(x[i]) + 1;  out1[i] = exp(x[i]) * 2
       ->  let v0 = exp(x[i]);  out0[i] = v0 + 1;  out1[i] = v0 * 2
 
-Only Select conditions are shared, never its branches (a branch may read out of bounds when
-not taken), and nothing inside a Fold (its body reads the Fold's own variable). A value
-reading a scalar or buffer the same run of statements updates is left in place.
+A value is bound only where it is computed whatever the data: in a statement, outside Select
+branches (a branch may read out of bounds when not taken), and nothing inside a Fold (its body
+reads the Fold's own variable). Once bound, the name also serves the value's occurrences inside
+branches of that statement and the later ones (rope's `x[j] * inv` beside
+`j < 64 ? -x[j + 64] * inv : ...` folds `inv`'s row once). A value reading a scalar or buffer
+the same run of statements updates is left in place.
 """
 
 from __future__ import annotations
@@ -35,6 +38,37 @@ def _count(e: Expr, refs: dict[int, int], nodes: dict[int, Expr]) -> None:
         return
     for k in _kids(e):
         _count(k, refs, nodes)
+
+
+def _branch_nodes(e: Expr, refs: dict[int, int], out: set[int]) -> None:
+    """Add to `out` the id of each node inside a Select branch of `e` that is also computed
+    outside every branch (in `refs`), the outermost such node of each path only."""
+
+    def tops(x: Expr) -> None:
+        if id(x) in refs:
+            out.add(id(x))
+            return
+        for k in (x.cond, x.a, x.b) if isinstance(x, Select) else _kids(x):
+            tops(k)
+
+    if isinstance(e, Select):
+        _branch_nodes(e.cond, refs, out)
+        tops(e.a)
+        tops(e.b)
+        return
+    for k in _kids(e):
+        _branch_nodes(k, refs, out)
+
+
+def _reuse(e: Expr, bound: dict[int, Var]) -> Expr:
+    """`e` with every node already bound replaced by its name, inside branches too."""
+    if id(e) in bound:
+        return bound[id(e)]
+    kids = (e.cond, e.a, e.b) if isinstance(e, Select) else _kids(e)
+    new = tuple(_reuse(k, bound) for k in kids)
+    if all(a is b for a, b in zip(new, kids, strict=True)):
+        return e
+    return Select(*new) if isinstance(e, Select) else _rebuild(e, new)
 
 
 def _kids(e: Expr) -> tuple[Expr, ...]:
@@ -73,12 +107,16 @@ class _Rewriter:
         for s in stmts:
             for e in _exprs(s):
                 _count(e, refs, nodes)
+        inside: set[int] = set()
+        for s in stmts:
+            for e in _exprs(s):
+                _branch_nodes(e, refs, inside)
         updated = {s.name for s in stmts if isinstance(s, Assign)}
         stored = {id(s.buffer) for s in stmts if isinstance(s, Store)}
         shared = {
             k
             for k, n in refs.items()
-            if n > 1
+            if (n > 1 or k in inside)
             and not isinstance(nodes[k], (Var, Const))
             and not (free_vars(nodes[k]) & updated)
             and not any(isinstance(x, Load) and id(x.buffer) in stored for x in _walk(nodes[k]))
@@ -91,7 +129,7 @@ class _Rewriter:
             pending: list[Stmt] = []
             new = _replace_in(s, functools.partial(self._bind, shared=shared, bound=bound, pending=pending))
             out.extend(pending)
-            out.append(new)
+            out.append(_replace_in(new, functools.partial(_reuse, bound=bound)))
         return out
 
     def _bind(self, e: Expr, shared: set[int], bound: dict[int, Var], pending: list[Stmt]) -> Expr:
