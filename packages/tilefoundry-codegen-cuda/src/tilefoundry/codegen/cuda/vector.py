@@ -49,9 +49,9 @@ from tilefoundry.ir.tile.expr import (
     children,
     free_vars,
     loads,
+    rebuild,
     sub,
     substitute,
-    transform,
     walk,
 )
 from tilefoundry.ir.tile.stmt import Assign, Buffer, Let, Seq, Stmt, Store
@@ -477,8 +477,7 @@ class PackCode:
         return f"const {ctype(s.value.dtype)} {s.name} = {cx(self._swap_folds(s.value))};"
 
     def _swap_folds(self, e: Expr) -> Expr:
-        names = {f.fold: f.name for f in self.plan.folds}
-        return transform(e, lambda x: Var(names[x], x.dtype) if isinstance(x, Fold) and x in names else None)
+        return _lane_reads(e, (), {f.fold: f.name for f in self.plan.folds}) if self.plan.folds else e
 
     def _folds(self, cx: CExpr, plans: tuple[FoldPlan, ...]) -> list[str]:
         """Each fold: a scalar folded under its guards."""
@@ -527,8 +526,10 @@ class PackCode:
         """The unrolled lanes; packed loads read `name[l_]`, packed stores write it."""
         stores = {(id(a.buffer), a.index): a.name for a in self.plan.stores}
 
+        folds = {f.fold: f.name for f in self.plan.folds}
+
         def swap(e: Expr) -> Expr:
-            return _lane_reads(self._swap_folds(e), self.plan.loads)
+            return _lane_reads(e, self.plan.loads, folds)
 
         lines = [
             "#pragma unroll",
@@ -551,13 +552,18 @@ class PackCode:
         return [f"store_pack<{n}>({self._at(cx, a)}, {a.name});" for a in self.plan.stores]
 
 
-def _lane_reads(e: Expr, packed: tuple[Access, ...]) -> Expr:
-    """`e` with each packed load read from its lane array at lane `l_`."""
+def _lane_reads(e: Expr, packed: tuple[Access, ...], folds: Mapping[Fold, str] | None = None) -> Expr:
+    """`e` with each packed load read from its lane array at lane `l_`, and each fold of `folds`
+    read from its scalar."""
     names = {(id(a.buffer), a.index): a.name for a in packed}
 
-    def swap(x: Expr) -> Expr | None:
-        if isinstance(x, Load) and (id(x.buffer), x.index) in names:
-            return Var(f"{names[(id(x.buffer), x.index)]}[l_]", x.dtype)
-        return None
+    def swap(x: Expr) -> Expr:
+        if isinstance(x, Load) and (name := names.get((id(x.buffer), x.index))) is not None:
+            return Var(f"{name}[l_]", x.dtype)
+        if isinstance(x, Fold) and folds and x in folds:
+            return Var(folds[x], x.dtype)
+        kids = children(x)
+        new = tuple(swap(k) for k in kids)
+        return x if all(a is b for a, b in zip(new, kids, strict=True)) else rebuild(x, new)
 
-    return transform(e, swap)
+    return swap(e)
