@@ -19,6 +19,7 @@ It keeps its kernel when it is a result, an anchor wants it in memory, or it rea
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from ..dims import Dim, dims_equal, format_dim
@@ -96,6 +97,7 @@ def _recomputable(
         for a in n.args:
             readers.setdefault(a, []).append(n)
 
+    @functools.cache
     def ends_in_grids(v: Value) -> bool:
         users = readers.get(v, [])
         return bool(users) and all(
