@@ -201,6 +201,7 @@ def test_full_plan_covers_issue_7() -> None:
         "layer_norm",
         "softmax",
         "rope",
+        "head_norm_rope",
         "embedding",
         "kv_update",
         "gemm",

@@ -1,4 +1,5 @@
-"""Memory-bound row and elementwise cases: pointwise chains, norms, softmax, RoPE, gather, KV update.
+"""Memory-bound row and elementwise cases: pointwise chains, norms, softmax, RoPE (alone and after
+a per-head RMS norm, as Qwen3's q and k take it), gather, KV update.
 
 Every case here moves bytes and does next to no matrix work, so its limit is the copy bandwidth.
 The torch eager peer is what a model's own code runs (Hugging Face's formulas); torch.compile
@@ -243,6 +244,54 @@ def rope(b: int, h: int, s: int, d: int) -> KernelCase:
         ours=ours,
         inputs=make,
         peers=eager_and_compiled(_rope_torch),
+        goals=GOALS,
+    )
+
+
+def _head_norm_rope_torch(
+    x: torch.Tensor, w: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor
+) -> torch.Tensor:
+    # Qwen3's q/k path: the per-head RMS norm, then apply_rotary_pos_emb.
+    return _rope_torch(_rms_norm_torch(x, w), cos, sin, positions)
+
+
+def head_norm_rope(b: int, h: int, s: int, d: int) -> KernelCase:
+    """tf.rope(tf.rms_norm(x, w)) over heads of d: the norm has no kernel of its own, rope folds each
+    head's sum of squares itself (compiling.md, recompute)."""
+    table = s + 512
+
+    def ours():
+        @func
+        def head_norm_rope(
+            x: Tensor[(b, h, s, d), bf16],
+            w: ConstTensor[(d,), bf16],
+            cos: Tensor[(table, d), bf16],
+            sin: Tensor[(table, d), bf16],
+            positions: Tensor[(s,), i64],
+        ):
+            return tf.rope(tf.rms_norm(x, w, eps=EPS_RMS), cos, sin, positions)
+
+        return head_norm_rope
+
+    def make(device: torch.device, seed: int) -> tuple:
+        g = generator(device, seed)
+        angles = randn(g, (table, d), torch.float32, device) * math.pi
+        start = int(torch.randint(0, table - s + 1, (), generator=g, device=device))
+        positions = torch.arange(start, start + s, device=device)
+        w = (1 + 0.1 * randn(g, (d,), torch.float32, device)).to(BF16)
+        x = randn(g, (b, h, s, d), BF16, device)
+        return x, w, angles.cos().to(BF16), angles.sin().to(BF16), positions
+
+    x, rows = ((b, h, s, d), "bf16"), ((s, d), "bf16")
+    return KernelCase(
+        id=f"head_norm_rope/{b}x{h}x{s}x{d}",
+        shape=f"{b}x{h}x{s}x{d}",
+        dtype="bf16",
+        work=_moved(x, x, ((d,), "bf16"), rows, rows, ((s,), "i64")),
+        kernel=f"head_norm_rope/{b}x{h}x{s}x{d}",
+        ours=ours,
+        inputs=make,
+        peers=eager_and_compiled(_head_norm_rope_torch),
         goals=GOALS,
     )
 
