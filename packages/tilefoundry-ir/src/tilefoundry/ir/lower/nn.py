@@ -33,6 +33,7 @@ from ..tile.expr import (
     dim_expr,
     floordiv,
     fold,
+    identity,
     unary,
 )
 from ..tile.stmt import Alloc, Assign, For, Let, Stmt, Store, seq
@@ -79,7 +80,7 @@ def _lower_rms_norm(op: RmsNorm, t: TensorType, x: Operand, w: Operand) -> Nest:
         outer_idx = idx[:-1]
         if outer_idx not in inverses:
             xv = lambda r: cast(x.at((*outer_idx, r)), acc_t)  # noqa: E731
-            sq = fold("add", dim_expr(n), lambda r: binary("mul", xv(r), xv(r)), const(0.0, acc_t))
+            sq = fold("add", dim_expr(n), lambda r: binary("mul", xv(r), xv(r)), identity("add", acc_t))
             mean = binary("div", sq, const(float(n), acc_t))
             inverses[outer_idx] = unary("rsqrt", binary("add", mean, const(op.eps, acc_t)))
         value = binary("mul", cast(x.at(idx), acc_t), inverses[outer_idx])

@@ -14,28 +14,16 @@ its definition is numerically stable, not order-exact).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from ..dims import Dim
 from ..dtypes import DType, i64
 from ..ops.operands import element_count, normalize_axes
 from ..ops.reduction import Argmax, LogSoftmax, Reduce, Softmax
-from ..tile.expr import Expr, Select, Var, binary, cast, compute_dtype, const, dim_expr, unary
+from ..tile.expr import Expr, Select, Var, binary, cast, compute_dtype, const, dim_expr, identity, unary
 from ..tile.stmt import Assign, For, Let, Stmt, Store, seq
 from ..types import TensorType
 from .core import Index, Nest, NestContext, Operand, loop_nest, lower
-
-_INIT = {"add": 0.0, "max": -math.inf, "min": math.inf}
-
-
-def _init(combiner: str, dtype: DType) -> Expr:
-    if dtype.is_float:
-        return const(_INIT[combiner], dtype)
-    info = {"add": 0, "max": -(2 ** (dtype.bits - 1)), "min": 2 ** (dtype.bits - 1) - 1}
-    if dtype.kind == "uint":
-        info.update(max=0, min=2**dtype.bits - 1)
-    return const(info[combiner], dtype)
 
 
 def reduce_loops(
@@ -67,7 +55,7 @@ def row_reduce(
     loops = reduce_loops(
         ctx, shape, [(acc, combiner)], lambda r: [Assign(acc, binary(combiner, var, value(r)))], reassociable
     )
-    return seq(Let(acc, _init(combiner, dtype), mutable=True), loops), var
+    return seq(Let(acc, identity(combiner, dtype), mutable=True), loops), var
 
 
 def _split(shape: tuple[Dim, ...], axes: tuple[int, ...]) -> tuple[tuple[Dim, ...], tuple[Dim, ...]]:

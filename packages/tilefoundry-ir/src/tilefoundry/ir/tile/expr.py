@@ -12,6 +12,7 @@ constants and drop identities, so lowering rules can write plain arithmetic:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -357,6 +358,16 @@ def free_vars(e: Expr) -> set[str]:
 def loads(e: Expr) -> list[Load]:
     """The Loads of `e`."""
     return [x for x in walk(e) if isinstance(x, Load)]
+
+
+def identity(combiner: str, dtype: DType) -> Const:
+    """The value a fold with `combiner` ("add", "max", "min") starts from in `dtype`."""
+    if dtype.is_float:
+        return const({"add": 0.0, "max": -math.inf, "min": math.inf}[combiner], dtype)
+    info = {"add": 0, "max": -(2 ** (dtype.bits - 1)), "min": 2 ** (dtype.bits - 1) - 1}
+    if dtype.kind == "uint":
+        info.update(max=0, min=2**dtype.bits - 1)
+    return const(info[combiner], dtype)
 
 
 def fold(op: str, extent: Expr, body: Callable[[Var], Expr], init: Expr) -> Fold:
