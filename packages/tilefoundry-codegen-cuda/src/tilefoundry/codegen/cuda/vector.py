@@ -48,6 +48,7 @@ from tilefoundry.ir.tile.expr import (
     add,
     children,
     free_vars,
+    identity,
     loads,
     rebuild,
     sub,
@@ -367,7 +368,6 @@ def _fold_packs(f: Fold, name: str, guards: tuple[Guard, ...]) -> FoldPlan:
 
 
 _COMBINE = {"add": "add_combine{}", "max": "max_combine{}", "min": "min_combine{}"}
-_IDENTITY = {"add": 0.0, "max": float("-inf"), "min": float("inf")}
 
 
 def share_folds(plan: PackPlan, extent: Expr) -> PackPlan:
@@ -389,8 +389,7 @@ def share_folds(plan: PackPlan, extent: Expr) -> PackPlan:
         fits = (
             f.extent == extent
             and fp.lanes == plan.lanes
-            and isinstance(f.init, Const)
-            and f.init.value == _IDENTITY[f.op]
+            and f.init == identity(f.op, f.dtype)
             and not any(plan.var in free_vars(c) for g in fp.guards for c, _ in g)
         )
         shared.append(replace(fp, across=across) if fits else fp)
