@@ -158,15 +158,10 @@ def _folds(e: Expr) -> list[Fold]:
 
 def _shift(e: Expr, var: str) -> int | None:
     """s when `e` is `var + s` (s a constant), else None."""
-    if e == Var(var):
-        return 0
-    if isinstance(e, Bin) and e.op in ("add", "sub") and isinstance(e.b, Const) and e.a == Var(var):
-        k = e.b.value
-        return None if not isinstance(k, int) or isinstance(k, bool) else (k if e.op == "add" else -k)
-    if isinstance(e, Bin) and e.op == "add" and isinstance(e.a, Const) and e.b == Var(var):
-        k = e.a.value
-        return k if isinstance(k, int) and not isinstance(k, bool) else None
-    return None
+    offset = _lane_offset((e,), var)
+    if not isinstance(offset, Const) or isinstance(offset.value, bool) or not isinstance(offset.value, int):
+        return None
+    return offset.value
 
 
 def _aligned(e: Expr, lanes: int) -> bool:
