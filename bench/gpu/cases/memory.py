@@ -211,6 +211,14 @@ def _rope_torch(
     return x * c + torch.cat((-x2, x1), dim=-1) * s
 
 
+def _rotary(g: torch.Generator, table: int, s: int, d: int, device: torch.device) -> tuple:
+    """bf16 cos and sin tables of `table` random angles per column, and `s` consecutive positions
+    from a random start within them."""
+    angles = randn(g, (table, d), torch.float32, device) * math.pi
+    start = int(torch.randint(0, table - s + 1, (), generator=g, device=device))
+    return angles.cos().to(BF16), angles.sin().to(BF16), torch.arange(start, start + s, device=device)
+
+
 def rope(b: int, h: int, s: int, d: int) -> KernelCase:
     """tf.rope of (b, h, s, d) activations at positions start .. start + s - 1 of a longer table."""
     table = s + 512
@@ -229,10 +237,8 @@ def rope(b: int, h: int, s: int, d: int) -> KernelCase:
 
     def make(device: torch.device, seed: int) -> tuple:
         g = generator(device, seed)
-        angles = randn(g, (table, d), torch.float32, device) * math.pi
-        start = int(torch.randint(0, table - s + 1, (), generator=g, device=device))
-        positions = torch.arange(start, start + s, device=device)
-        return randn(g, (b, h, s, d), BF16, device), angles.cos().to(BF16), angles.sin().to(BF16), positions
+        cos, sin, positions = _rotary(g, table, s, d, device)
+        return randn(g, (b, h, s, d), BF16, device), cos, sin, positions
 
     x, rows = ((b, h, s, d), "bf16"), ((s, d), "bf16")
     return KernelCase(
@@ -275,12 +281,9 @@ def head_norm_rope(b: int, h: int, s: int, d: int) -> KernelCase:
 
     def make(device: torch.device, seed: int) -> tuple:
         g = generator(device, seed)
-        angles = randn(g, (table, d), torch.float32, device) * math.pi
-        start = int(torch.randint(0, table - s + 1, (), generator=g, device=device))
-        positions = torch.arange(start, start + s, device=device)
+        cos, sin, positions = _rotary(g, table, s, d, device)
         w = (1 + 0.1 * randn(g, (d,), torch.float32, device)).to(BF16)
-        x = randn(g, (b, h, s, d), BF16, device)
-        return x, w, angles.cos().to(BF16), angles.sin().to(BF16), positions
+        return randn(g, (b, h, s, d), BF16, device), w, cos, sin, positions
 
     x, rows = ((b, h, s, d), "bf16"), ((s, d), "bf16")
     return KernelCase(
