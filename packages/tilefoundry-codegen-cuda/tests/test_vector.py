@@ -11,6 +11,7 @@ from tilefoundry.ir.tile.stmt import Assign, Buffer, For, Let, Seq, Store
 X = Buffer("x", f32, (8, 64), "input")
 Y = Buffer("y", f32, (64,), "input")
 OUT = Buffer("out", f32, (8, 64), "output")
+Z = Buffer("z", f32, (8, 64), "input")
 I, J = Var("i"), Var("j")
 
 
@@ -43,27 +44,47 @@ def test_loads_under_a_select_that_splits_a_pack_stay_scalar() -> None:
         assert [a.buffer.name for a in plan.stores] == ["out"]
 
 
-def test_rotate_half_loads_whole_packs_under_the_branch_its_lanes_take() -> None:
+def test_rotate_half_loads_one_whole_pack_at_the_index_its_branch_selects() -> None:
     """`j < 32 ? -x[i, j + 32] : x[i, j - 32]` over 64 columns: the condition flips at a multiple
-    of 4, so a pack's lanes take one branch, and that branch's shifted read is one whole pack,
-    loaded only when taken."""
+    of 4, so a pack's lanes take one branch, and that branch's shifted read is one whole pack.
+    The two branches' reads of x become one load at the index the pack's branch selects, read
+    by both branches' lanes (merge_branch_loads)."""
     lo, hi = Load(X, (I, binary("add", J, Const(32)))), Load(X, (I, binary("sub", J, Const(32))))
     body = _store(Select(binary("lt", J, Const(32)), unary("neg", lo), hi))
     plan = plan_packs("j", Const(64), body, "g")
-    assert plan.lanes == 4 and [a.guard[0][1] for a in plan.loads] == [True, False]
+    assert plan.lanes == 4 and len(plan.loads) == 1 and plan.loads[0].guard == ()
+    assert plan.loads[0].reads == (lo.index, hi.index)
     cx = CExpr({})
     x = "b_x + (i) * int64_t(64LL)"
-    assert PackCode(plan, "j_b").prologue(cx, body) == [
+    code = PackCode(plan, "j_b")
+    assert code.prologue(cx, body) == [
         "float gl0_[4];",
-        f"if ((j_b < int64_t(32LL))) load_pack<4>({x} + (j_b + int64_t(32LL)), gl0_);",
-        "float gl1_[4];",
-        f"if (!((j_b < int64_t(32LL)))) load_pack<4>({x} + (j_b - int64_t(32LL)), gl1_);",
+        f"load_pack<4>({x} + ((j_b < int64_t(32LL)) ? (j_b + int64_t(32LL)) : (j_b - int64_t(32LL))), gl0_);",
         "float gs0_[4];",
     ]
+    assert "gs0_[l_] = ((j < int64_t(32LL)) ? (-gl0_[l_]) : gl0_[l_]);" in code.lanes(body, cx)[3]
     # A shift off the pack grid keeps the access scalar.
     off = Load(X, (I, binary("add", J, Const(2))))
     odd = _store(Select(binary("lt", J, Const(32)), off, Const(0.0, f32)))
     assert plan_packs("j", Const(64), odd, "g").loads == ()
+
+
+def test_branch_loads_merge_only_across_one_condition_of_one_buffer() -> None:
+    """Nested branches merge level by level into one load; reads of two buffers, or under two
+    conditions that are not one's two sides, keep loads of their own, each under its guard."""
+    a, b = binary("lt", J, Const(16)), binary("lt", J, Const(48))
+    at = [Load(X, (I, binary("add", J, Const(k)))) for k in (0, 16, 32)]
+    nested = _store(Select(a, at[0], Select(b, at[1], at[2])))
+    plan = plan_packs("j", Const(64), nested, "g")
+    assert len(plan.loads) == 1 and plan.loads[0].guard == ()
+    assert set(plan.loads[0].reads) == {x.index for x in at}
+    two = _store(Select(a, Load(X, (I, J)), Load(Z, (I, J))))
+    assert [(x.buffer.name, x.guard[0][1]) for x in plan_packs("j", Const(64), two, "g").loads] == [
+        ("x", True),
+        ("z", False),
+    ]
+    apart = _store(binary("add", Select(a, at[0], Const(0.0, f32)), Select(b, Const(0.0, f32), at[1])))
+    assert [x.guard for x in plan_packs("j", Const(64), apart, "g").loads] == [((a, True),), ((b, False),)]
 
 
 def test_a_cache_update_reads_the_new_row_or_the_cache_a_pack_at_a_time() -> None:

@@ -71,13 +71,20 @@ class Access:
     """One packed access: `buffer[index]` with `index[-1] == j + shift`; `name` is its lane array.
 
     `guard`: the pack-uniform Select branches the access sits under; the pack is loaded only
-    when all of them are taken (empty: always).
+    when all of them are taken (empty: always). `merged`: the indices of the two branch loads
+    this one stands for (`merge_branch_loads`), its own index selecting between them.
     """
 
     buffer: Buffer
     index: tuple[Expr, ...]
     name: str
     guard: Guard = ()
+    merged: tuple[tuple[Expr, ...], ...] = ()
+
+    @property
+    def reads(self) -> tuple[tuple[Expr, ...], ...]:
+        """The element indices whose lane values this access's array holds."""
+        return self.merged or (self.index,)
 
 
 @dataclass(frozen=True)
@@ -300,6 +307,7 @@ def plan_packs(
         if () in gs or len(gs) == 1:  # read whatever the data, or under one set of branches
             guard = () if () in gs else next(iter(gs))
             load_acc.append(Access(ld.buffer, ld.index, f"{prefix}l{len(load_acc)}_", guard))
+    load_acc = [replace(a, name=f"{prefix}l{i}_") for i, a in enumerate(merge_branch_loads(load_acc))]
     store_acc = [Access(s.buffer, s.index, f"{prefix}s{i}_") for i, s in enumerate(stores)]
     if len({(id(a.buffer), a.index) for a in store_acc}) != len(store_acc):
         return "two stores write one element"
@@ -307,6 +315,37 @@ def plan_packs(
     if isinstance(folds, str):
         return folds
     return PackPlan(var, lanes, tuple(load_acc), tuple(store_acc), frozenset(hoisted), folds)
+
+
+def merge_branch_loads(accesses: list[Access]) -> list[Access]:
+    """`accesses` with each pair loading one buffer in the two branches of one pack-uniform
+    condition (and under the same other branches) made one load at the selected index.
+
+    Rotate-half's `j < 64 ? -x[j + 64] : x[j - 64]` then holds one lane array of x, loaded
+    whatever the branch, instead of two of which a pack fills one: fewer registers, so more
+    threads per SM, and one load instruction. A merged load may merge again (nested branches).
+    """
+    out = list(accesses)
+    while pair := next(((a, b) for a in out for b in out if a is not b and _branch_pair(a, b)), None):
+        a, b = pair
+        cond = next(c for c, taken in a.guard if (c, not taken) in b.guard)
+        yes, no = (a, b) if (cond, True) in a.guard else (b, a)
+        index = tuple(x if x == y else Select(cond, x, y) for x, y in zip(yes.index, no.index, strict=True))
+        guard = tuple(g for g in a.guard if g[0] != cond)
+        merged = Access(a.buffer, index, a.name, guard, yes.reads + no.reads)
+        out = [merged if x is a else x for x in out if x is not b]
+    return out
+
+
+def _branch_pair(a: Access, b: Access) -> bool:
+    """Whether `a` and `b` read one buffer under guards that differ only in one condition's branch."""
+    if a.buffer is not b.buffer or len(a.index) != len(b.index) or len(a.guard) != len(b.guard):
+        return False
+    flipped = set(a.guard) ^ set(b.guard)
+    if len(flipped) != 2:
+        return False
+    (c1, t1), (c2, t2) = flipped
+    return c1 == c2 and t1 != t2
 
 
 def _plan_folds(
@@ -549,7 +588,7 @@ class PackCode:
 def _lane_reads(e: Expr, packed: tuple[Access, ...], folds: Mapping[Fold, str] | None = None) -> Expr:
     """`e` with each packed load read from its lane array at lane `l_`, and each fold of `folds`
     read from its scalar."""
-    names = {(id(a.buffer), a.index): a.name for a in packed}
+    names = {(id(a.buffer), index): a.name for a in packed for index in a.reads}
 
     def swap(x: Expr) -> Expr:
         if isinstance(x, Load) and (name := names.get((id(x.buffer), x.index))) is not None:
