@@ -31,6 +31,24 @@ import torch
 from bench.compile_options import compile_option
 from bench.models.generate_qwen3 import write_checkpoint
 
+# Namespaces that fill a kernel's name before its template arguments say which call it is.
+_NOISE = (
+    ("void ", ""),
+    ("tilefoundry::atoms::detail::", ""),
+    ("tilefoundry::atoms::", ""),
+    ("(anonymous namespace)::", ""),
+    ("cutlass::bfloat16_t", "bf16"),
+    ("at::native::", ""),
+)
+
+
+def short(name: str, width: int) -> str:
+    """A kernel's name without namespaces, cut at `width`: the epilogue functor naming the call
+    (mlp__k8_..., attention__k11_...) survives the cut."""
+    for noise, by in _NOISE:
+        name = name.replace(noise, by)
+    return name[:width]
+
 
 def kernel_table(prof: torch.profiler.profile, steps: int) -> list[tuple[str, float, int]]:
     """(kernel name, microseconds per step, launches per step), largest first."""
@@ -162,7 +180,7 @@ def main() -> int:
         f"floor {weights / (args.tb_s * 1e12) * 1e6:.0f} us at {args.tb_s} TB/s"
     )
     for name, us, n in rows[: args.top]:
-        print(f"{us:9.1f} us {n:5d}x  {name[:150]}")
+        print(f"{us:9.1f} us {n:5d}x  {short(name, 150)}")
     graphed = generate(opened.model, ids, max_new_tokens=128, cuda_graph=True)
     g = graphed
     print(f"graph replay {g.replay_tokens_per_s:.0f} tok/s, decode {g.decode_tokens_per_s:.0f} tok/s")
@@ -177,10 +195,10 @@ def main() -> int:
     )
     print("replayed step, per kernel: marginal us (how far it moves the step's end), duration us, launches")
     for name, us, dur, n in marginal_table(steps_seen)[: args.top]:
-        print(f"{us:9.1f} {dur:9.1f} us {n:5d}x  {name[:150]}")
+        print(f"{us:9.1f} {dur:9.1f} us {n:5d}x  {short(name, 150)}")
     print("the median step from the LM head on: start us, duration us, idle us before, event")
     for name, at, dur, idle in step_boundary(steps_seen):
-        print(f"{at:9.1f} {dur:9.1f} {idle:9.1f}  {name[:110]}")
+        print(f"{at:9.1f} {dur:9.1f} {idle:9.1f}  {short(name, 110)}")
     return 0
 
 
