@@ -231,6 +231,24 @@ def _make_bulk(n: int, gen: torch.Generator) -> tuple:
     return tuple(t for rows, k in _BULK_SHAPES for t in pair(rows, k))
 
 
+@func
+def layer_normed(
+    x: Tensor[(M, 1024), bf16],
+    g: ConstTensor[(1024,), bf16],
+    b: ConstTensor[(1024,), bf16],
+    w: ConstTensor[(256, 1024), bf16],
+):
+    # Layer norm subtracts the row's mean before scaling: not a row scale times an element map, so
+    # its prologue stages the normalized rows in each CTA instead of folding into the K loop.
+    return tf.layer_norm(x, g, b, eps=1e-5) @ _t(w)
+
+
+def _make_layer_normed(n: int, gen: torch.Generator) -> tuple:
+    x = (torch.randn(n, 1024, generator=gen) + 0.5).to(torch.bfloat16).cuda()
+    g, b = (1 + 0.1 * torch.randn(2, 1024, generator=gen)).to(torch.bfloat16).cuda()
+    return x, g, b, (torch.randn(256, 1024, generator=gen) / 32).to(torch.bfloat16).cuda()
+
+
 @module
 class SkinnyCalls:
     """The decode-shaped GEMM calls above as one module: one nvcc build serves every test."""
@@ -238,6 +256,7 @@ class SkinnyCalls:
     projections = projections
     gated_mlp = gated_mlp
     normed_projections = normed_projections
+    layer_normed = layer_normed
     short_group = short_group
 
 
@@ -274,25 +293,49 @@ def test_tensor_core_skinny_rows_match_evaluator_on_gpu(built) -> None:
                        make=_make_short)
 
 
-def test_row_norms_are_gemm_prologues(built) -> None:
-    """Both RMS norms become the prologues of the GEMM calls reading them: each functor is emitted,
-    each norm kernel launches only when its call will not stage A itself; nvcc builds it."""
+def test_row_norms_are_gemm_prologues_folded_into_the_k_loop(built) -> None:
+    """Both RMS norms become the prologues of the GEMM calls reading them, folded: each functor
+    gives A's element map (x * g) a 16-byte pack at a time with the row's sum of squares, and the
+    row's scale from that sum; each norm kernel launches only when its call will not fold it
+    (unaligned bases, or a tier that reads A from memory); nvcc builds it."""
     source = built[1]
     entry = _entry(source, "normed_projections")
-    assert source.count("struct normed_projections__k0_rms_norm_prologue {") == 1
-    assert source.count("_prologue {") == 2
+    functor = source[source.index("struct normed_projections__k0_rms_norm_prologue {") :]
+    functor = functor[: functor.index("\n};\n")]
+    assert "static constexpr int kFolds = 1;" in functor
+    assert "bf16 (&a_)[8], float (&f_)[1]) const {" in functor and "operator()" not in functor
+    assert "load_pack<8>(b_x + (i0) * int64_t(4096LL) + jb_, gl0_);" in functor
+    assert "return rsqrt(((f_[0] / 4096.0f) + 1e-06f));" in functor
+    assert source.count("_prologue {") == 3 and source.count("static constexpr int kFolds = 1;") == 2
     assert entry.count("_staged_) {") == 2
-    assert entry.count("gemm_stages_prologue<GemmLayout::rcr, 2>(") == 1
-    assert entry.count("gemm_stages_prologue<GemmLayout::rcr, 0>(") == 1
+    assert entry.count("_staged_ = aligned16({b_x, b_norm_x}) && gemm_stages_prologue<GemmLayout::rcr, 2>(") == 1
+    assert entry.count("_staged_ = aligned16({b_y, b_norm_y}) && gemm_stages_prologue<GemmLayout::rcr, 0>(") == 1
+
+
+def test_a_norm_that_is_no_row_scale_stages_its_rows(built) -> None:
+    """Layer norm's element subtracts the row mean: its prologue is the staged functor, a warp
+    writing each normalized row into shared memory before the K loop."""
+    source = built[1]
+    functor = source[source.index("struct layer_normed__k0_layer_norm_prologue {") :]
+    functor = functor[: functor.index("\n};\n")]
+    assert "operator()(int64_t i0, bf16* b_arow_) const {" in functor and "kFolds" not in functor
+    assert _entry(source, "layer_normed").count("_staged_ = gemm_stages_prologue<GemmLayout::rcr, 0>(") == 1
+
+
+@pytest.mark.gpu
+def test_a_staged_layer_norm_prologue_matches_evaluator_on_gpu(built) -> None:
+    """M = 1..8 stage the layer-normed rows in each CTA; 9 and 16 run the norm kernel first."""
+    cat.check_compiled(built[0], layer_normed, (1, 2, 5, 8, 9, 16), device="cuda", tolerance=TOLERANCE,
+                       make=_make_layer_normed)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("offset", [0, 1])
 def test_gemm_prologues_match_evaluator_on_gpu(built, offset: int) -> None:
-    """M = 1..8 stage the normalized rows in each CTA (K = 4096 only up to M = 6, then the norm
-    kernel runs and the skinny launch reads A); 9 and 16 run the norm kernels, then the tensor-core
-    skinny kernel (k's 136 rows, not whole 16-row tiles: the tiled tier).
-    offset 1: the activations sit off 16-byte alignment, so the functors take their scalar bodies."""
+    """M = 1..8 fold each norm into the skinny kernel's K loop (K = 4096 only up to M = 6, the
+    rows a CTA could stage: then the norm kernel runs and the skinny launch reads A); 9 and 16 run
+    the norm kernels, then the tensor-core skinny kernel (k's 136 rows, not whole 16-row tiles: the
+    tiled tier). offset 1: the activations sit off 16-byte alignment, so the norm kernels run."""
     linked, _ = built
     sizes = (1, 2, 3, 5, 6, 7, 8, 9, 16)
     cat.check_compiled(linked, normed_projections, sizes, device="cuda", tolerance=TOLERANCE,

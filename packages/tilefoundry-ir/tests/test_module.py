@@ -221,3 +221,14 @@ def test_load_and_prepare_delegate_to_loading(monkeypatch):
     assert Mixer.load("res") == "loaded"
     Mixer.prepare("raw", "/tmp/out", device="cpu")
     assert calls == [("load", Mixer, "res"), ("prep", "/tmp/out", "cpu")]
+
+
+def test_module_on_a_function_is_refused_naming_what_it_decorates():
+    """`@module` stacked on a `@func` (a Function, not a class) says it decorates classes."""
+
+    @func
+    def f(x: Tensor[(4,), f32]):
+        return x
+
+    with pytest.raises(DSLError, match="@module decorates a class holding @func functions, not a Function"):
+        module(f)

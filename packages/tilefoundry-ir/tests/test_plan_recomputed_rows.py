@@ -13,7 +13,7 @@ from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, i64, t
 from tilefoundry.ir.lower import inline_calls, lower_to_tile
 from tilefoundry.ir.lower.nn import RECOMPUTED_ROW
 from tilefoundry.ir.plan.partition import partition_kernels
-from tilefoundry.ir.tile.expr import Fold, Select, walk
+from tilefoundry.ir.tile.expr import Fold, Load, Select, Var, walk
 from tilefoundry.ir.tile.stmt import Let, Program, stmt_exprs, walk_stmts
 from tilefoundry.ir.tile.values import hoist_shared_values
 
@@ -122,3 +122,26 @@ def test_a_fold_computed_anyway_is_named_once_and_its_branch_reads_use_the_name(
     assert not _branch_folds(rope)
     cache = hoist_shared_values(_program(norm_into_cache))
     assert _branch_folds(cache)
+
+
+def test_a_row_kernel_keeps_its_element_with_the_row_sum_as_a_fold() -> None:
+    """A norm over a long row keeps its kernel, and the kernel carries the element it stores: the
+    same expression the short rows are recomputed with, its sum of squares one Fold over the whole
+    row. Layer norm offers none (its lowering has no such form)."""
+    p = _program(long_row)
+    (row,) = [k for k in p.kernels if k.form == "row"]
+    assert row.element is not None
+    (i, j) = row.element.index
+    folds = [x for x in walk(row.element.expr) if isinstance(x, Fold)]
+    assert len({id(f) for f in folds}) == 1 and folds[0].op == "add"
+    assert folds[0].extent.value == 2 * RECOMPUTED_ROW
+    loads = {(ld.buffer.name, ld.index) for ld in walk(row.element.expr) if isinstance(ld, Load)}
+    assert ("x", (i, j)) in loads and ("g", (j,)) in loads
+    assert ("x", (i, Var(folds[0].var))) in loads  # the Fold reads the row it scales
+
+    @func
+    def layer(x: Tensor[(T, 64), f32], g: ConstTensor[(64,), f32], b: ConstTensor[(64,), f32]):
+        return tf.exp(tf.layer_norm(x, g, b))
+
+    (ln,) = [k for k in _program(layer).kernels if k.form == "row"]
+    assert ln.element is None

@@ -68,6 +68,13 @@ def module_from_class(
     cls: type, *, entry: str | None = None, topologies: Sequence[Topology] | None = None
 ) -> Module:
     """The Module a `@module` class body declares (see `module`)."""
+    if not isinstance(cls, type):
+        raise DSLError(
+            f"@module decorates a class holding @func functions, not a {type(cls).__name__}",
+            where=getattr(cls, "loc", None),
+            expected="@module above `class Name:`",
+            got=cls,
+        )
     loc = _class_loc(cls)
     if topologies is not None and not all(isinstance(t, Topology) for t in topologies):
         raise DSLError(

@@ -11,9 +11,10 @@ group of GEMMs sharing A (`ir.plan.gemm_groups`) is one `gemm_group` call; every
 is re-proved.
 
 B is "settled" (`GemmGroup::b_settled`, gemm's last argument) when every B is an entry parameter
-no kernel of the program writes and A is a temporary some kernel of the program writes, with no
-prologue staging it: the launch before the call is then the program's own and writes no B, so
-the skinny tier may read B's first packs before the programmatic-launch wait, while the kernel
+no kernel of the program writes and A is a temporary some kernel of the program writes (with a
+prologue the atom may apply, a kernel before that one, so that something of the program always
+launches before the call): the launch before the call is then the program's own and writes no B,
+so the skinny tier may read B's first packs before the programmatic-launch wait, while the kernel
 before it (attention, a norm) still runs.
 """
 
@@ -194,11 +195,22 @@ def _prologue_args(program: Program, r: Realization) -> tuple[list[str], str]:
 
 def b_settled(program: Program, atom: AtomCall) -> bool:
     """Whether no kernel that may still run when the call starts writes any of its B (module doc)."""
-    if atom.prologue is not None or atom.operands[0] not in program.temps:
+    if atom.operands[0] not in program.temps or not _launch_before(program, atom.prologue):
         return False
     bs = [m.b for m in gemm_members(atom)]
     written = any(b in k.writes for k in program.kernels for b in bs)
     return not written and all(b in program.params for b in bs)
+
+
+def _launch_before(program: Program, prologue: Kernel | None) -> bool:
+    """Whether one of the program's own launches always precedes the call: with no prologue, the
+    kernel writing A does; a prologue the atom applies does not launch, so a kernel before it
+    must, one that is no prologue (an epilogue's GEMM launches before the epilogue would)."""
+    if prologue is None:
+        return True
+    kernels = list(program.kernels)
+    prologues = {id(k.body.prologue) for k in kernels if isinstance(k.body, AtomCall)}
+    return any(id(k) not in prologues for k in kernels[: kernels.index(prologue)])
 
 
 SETTLED_NOTE = "  // B settled (weights no kernel here writes; A written here): read before the PDL wait"

@@ -14,6 +14,24 @@ The host asks before the row kernel's launch whether the atom's tier will stage 
 (`gemm_stages_prologue`); only if not does the kernel run, and the answer goes to the GEMM call.
 A row the functor cannot express (group scratch in shared memory, more than one row loop) keeps
 the kernel: the flag is then false at compile time, and a decision says why.
+
+A row kernel whose stored element is a row scale times an element map (`Kernel.element`: the
+RMS norm's `rsqrt(mean(x^2) + eps) * (x * w)`, the scale's statistics as `Fold`s over the row)
+is *folded* instead: nothing is staged and no CTA computes a row before streaming its weights.
+The functor gives the skinny kernel each 16-byte pack of A's element map as the warp reaches it
+in its K loop, adding each statistic's terms there from the same loads; after the lanes'
+butterfly the kernel multiplies each result by the row's scale (`folds_rows`, gemm_skinny.cuh):
+
+    struct mlp__k0_rms_norm_prologue {
+      ...the kernel's parameters...; bool packed_;
+      static constexpr int kFolds = 1;
+      __device__ void pack(int64_t i0, int64_t jb_, bf16 (&a_)[8], float (&f_)[1]) const;  // x * w, x^2
+      __device__ float scale(int64_t i0, const float (&f_)[1]) const;  // rsqrt(f_[0] / 2048 + eps)
+    };
+
+A then differs from the kernel's by where the scale is applied: the kernel rounds
+`x * inv * w` to A's dtype, the fold rounds `x * w` and scales the f32 dot product, so results
+agree within a rounding of A's dtype.
 """
 
 from __future__ import annotations
@@ -21,15 +39,30 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
+from tilefoundry.ir.dtypes import DType, f32
 from tilefoundry.ir.plan.gemm_groups import gemm_members
 from tilefoundry.ir.plan.gemm_prologues import prologue_row
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
-from tilefoundry.ir.tile.stmt import AtomCall, Buffer, Kernel, Program, Stmt, Store, map_stmt
+from tilefoundry.ir.tile.expr import (
+    Bin,
+    Cast,
+    Const,
+    Expr,
+    Fold,
+    Var,
+    free_vars,
+    identity,
+    substitute,
+    transform,
+    walk,
+)
+from tilefoundry.ir.tile.stmt import Assign, AtomCall, Buffer, Kernel, Program, Seq, Stmt, Store, map_stmt
 
 from .group import GroupCode
 from .kernels import dim_names, functor_name, kernel_args, kernel_params
 from .realize import Realization
-from .serial import SerialCode
+from .serial import SerialCode, indent
+from .vector import PackCode, plan_packs
 
 LANES = 32  # a warp computes one row
 
@@ -42,11 +75,13 @@ class PrologueCode:
         lines: the functor's definition (empty when `refusal` is set).
         packed: the buffers whose base addresses its packed body needs 16-byte aligned.
         refusal: why the row cannot run inside the GEMM; the kernel then always runs.
+        folded: the functor folds A into the K loop (`pack`, `scale`) instead of staging rows.
     """
 
     lines: tuple[str, ...]
     packed: tuple[Buffer, ...]
     refusal: str | None = None
+    folded: bool = False
 
 
 def staged_flag(p: Kernel) -> str:
@@ -70,7 +105,11 @@ def realized_prologue(program: Program, r: Realization) -> PrologueCode:
 
 
 def _prologue_code(program: Program, atom: AtomCall, reassociate: bool, vectorize: bool) -> PrologueCode:
-    """The functor of `atom`'s prologue under the options `reassociate` and `vectorize`."""
+    """The functor of `atom`'s prologue under the options `reassociate` and `vectorize`: folded
+    where its row is a row scale times an element map, else staged."""
+    folded = _folded_code(program, atom, vectorize)
+    if isinstance(folded, PrologueCode):
+        return folded
     p = atom.prologue
     assert p is not None
     row = prologue_row(p)
@@ -112,14 +151,133 @@ def _prologue_code(program: Program, atom: AtomCall, reassociate: bool, vectoriz
     return PrologueCode(tuple(out), aligned)
 
 
+PACK = 8  # elements of A a lane of the skinny kernel reads at a time (16 bytes of bf16 / f16)
+
+
+@dataclass(frozen=True)
+class RowScale:
+    """A row kernel's element as `cast(scale * element)`: `scale` free of the column, its
+    statistics the `folds` (sums over the whole row), `element` an element map of the column."""
+
+    scale: Expr
+    element: Expr
+    folds: tuple[Fold, ...]
+
+
+def row_scale(p: Kernel, row: str, col: str, k: Expr, dtype: DType) -> RowScale | str:
+    """`p`'s stored element at [row, col] as a row scale times an element map, or why it is not."""
+    if p.element is None or len(p.element.index) != 2:
+        return f"{p.name} offers no element expression over (row, column)"
+    at = dict(zip((v.name for v in p.element.index), (Var(row), Var(col)), strict=True))
+    e = substitute(p.element.expr, at)
+    if not (isinstance(e, Cast) and e.dtype is dtype):
+        return f"{p.name}'s element is not rounded to A's dtype"
+    factors = _factors(e.a)
+    scale = [f for f in factors if col not in free_vars(f)]
+    element = [f for f in factors if col in free_vars(f)]
+    folds = tuple(dict.fromkeys(x for f in scale for x in walk(f) if isinstance(x, Fold)))
+    if not folds or any(isinstance(x, Fold) for f in element for x in walk(f)):
+        return f"{p.name}'s element is not a row scale over folds times an element map"
+    for fd in folds:
+        if fd.op != "add" or fd.init != identity("add", fd.dtype) or fd.extent != k or _nested(fd):
+            return f"{p.name} folds a statistic other than a sum over the whole row"
+    return RowScale(_product(scale), cast_to(_product(element), dtype), folds)
+
+
+def cast_to(e: Expr, dtype: DType) -> Expr:
+    return e if e.dtype is dtype else Cast(e, dtype)
+
+
+def _factors(e: Expr) -> list[Expr]:
+    if isinstance(e, Bin) and e.op == "mul":
+        return _factors(e.a) + _factors(e.b)
+    return [e]
+
+
+def _product(factors: list[Expr]) -> Expr:
+    out = factors[0]
+    for f in factors[1:]:
+        out = Bin("mul", out, f, out.dtype)
+    return out
+
+
+def _nested(fd: Fold) -> bool:
+    return any(isinstance(x, Fold) for x in walk(fd.body))
+
+
+def _folded_code(program: Program, atom: AtomCall, vectorize: bool) -> PrologueCode | str:
+    """The folding functor of `atom`'s prologue (module doc), or why its row does not fold."""
+    p = atom.prologue
+    assert p is not None
+    row = prologue_row(p)
+    assert row is not None, "fuse_prologues admits one row loop only"
+    a = atom.operands[0]
+    k = a.shape[1]
+    if not isinstance(k, int) or k % PACK or a.dtype.itemsize * PACK != 16:
+        return "A's rows are not whole 16-byte packs of a static length"
+    col, base = "jf_", "jb_"
+    rs = row_scale(p, row.var, col, Const(k), a.dtype)
+    if isinstance(rs, str):
+        return rs
+    cx = CExpr(dim_names(program))
+    sums = [f"q{i}_" for i in range(len(rs.folds))]
+    updates = [
+        Assign(q, Bin("add", Var(q, fd.dtype), substitute(fd.body, {fd.var: Var(col)}), fd.dtype))
+        for q, fd in zip(sums, rs.folds, strict=True)
+    ]
+    arow = Buffer("arow_", a.dtype, (k,), "temp")  # stands for the pack a_: its lanes are a_'s
+    body = Seq((Store(arow, (Var(col),), rs.element), *updates))
+    plan = plan_packs(col, Const(k), body, "g", frozenset(sums)) if vectorize else "option vectorize is off"
+    if isinstance(plan, str) or plan.lanes != PACK:
+        return f"{p.name}'s row does not move 16-byte packs: {plan if isinstance(plan, str) else plan.lanes}"
+    code = PackCode(plan, base)
+    (store,) = plan.stores
+    lines = [
+        *(f"float {q} = f_[{i}];" for i, q in enumerate(sums)),
+        *code.prologue(cx, body),
+        *code.lanes(body, cx),
+        "#pragma unroll",
+        f"for (int l_ = 0; l_ < {PACK}; ++l_) a_[l_] = {store.name}[l_];",
+        *(f"f_[{i}] = {q};" for i, q in enumerate(sums)),
+    ]
+    totals = {fd: Var(f"f_[{i}]", fd.dtype) for i, fd in enumerate(rs.folds)}
+    scale = transform(rs.scale, lambda x: totals.get(x) if isinstance(x, Fold) else None)
+    t, n = ctype(a.dtype), len(sums)
+    return PrologueCode(
+        (
+            f"// prologue {p.name} folded into the GEMV's K loop: A[{row.var}, {col}] = "
+            f"cast<{t}>(scale({row.var}) * element({row.var}, {col})), the scale from {n} row sum(s)",
+            f"struct {functor_name(program, p, 'prologue')} {{",
+            *(f"  {x};" for x in kernel_params(program, p).split(", ")),
+            f"  static constexpr int kFolds = {n};",
+            f"  __device__ void pack(int64_t {row.var}, int64_t {base}, {t} (&a_)[{PACK}], "
+            f"float (&f_)[{n}]) const {{",
+            *indent(lines, 2),
+            "  }",
+            f"  __device__ float scale(int64_t {row.var}, const float (&f_)[{n}]) const {{",
+            f"    return {cx(cast_to(scale, f32))};",
+            "  }",
+            "};",
+        ),
+        tuple(b for b in plan.buffers if b is not arow),
+        folded=True,
+    )
+
+
 def construct(program: Program, atom: AtomCall, code: PrologueCode) -> str:
     """The host line building the functor `pro_` for the GEMM call."""
     p = atom.prologue
     assert p is not None
     args = ", ".join(kernel_args(program, p))
+    if code.folded:  # packs only: the host gate folds it only where every packed base is aligned
+        return f"const {functor_name(program, p, 'prologue')} pro_{{{args}}};"
+    return f"const {functor_name(program, p, 'prologue')} pro_{{{args}, {_aligned(code)}}};"
+
+
+def _aligned(code: PrologueCode) -> str:
+    """The host's test that every base address the functor's packs read is 16-byte aligned."""
     ptrs = ", ".join(cname(b) for b in code.packed)
-    packed = f"aligned16({{{ptrs}}})" if ptrs else "false"
-    return f"const {functor_name(program, p, 'prologue')} pro_{{{args}, {packed}}};"
+    return f"aligned16({{{ptrs}}})" if ptrs else "false"
 
 
 def group_init(atom: AtomCall, cx: CExpr, settled: bool = False) -> str:
@@ -148,11 +306,12 @@ def gate(atom: AtomCall, layout: str, epilogue_members: int, cx: CExpr, code: Pr
         return [f"const bool {flag} = false;  // {code.refusal}"]
     a = atom.operands[0]
     dims = f"{cx(atom.params['m'])}, {cx(atom.params['k'])}"
+    aligned = f"{_aligned(code)} && " if code.folded else ""
     return [
         f"bool {flag} = false;",
         "{",
         f"  {group_init(atom, cx)}",
-        f"  {flag} = gemm_stages_prologue<{layout}, {epilogue_members}>({cname(a)}, g_, {dims});",
+        f"  {flag} = {aligned}gemm_stages_prologue<{layout}, {epilogue_members}>({cname(a)}, g_, {dims});",
         "}",
     ]
 

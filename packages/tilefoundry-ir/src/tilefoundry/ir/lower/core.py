@@ -109,6 +109,9 @@ class Nest:
         recompute: the result element as an expression that folds its row's statistics itself
             (a `Fold`), for rows short enough to recompute: the partition may inline such a row
             op into element-wise readers instead of giving it a kernel.
+        element: the same expression for a row of any length: the kernel keeps it
+            (`Kernel.element`) for a reader that folds the statistics in a loop of its own over
+            the row (a GEMV's K loop, `codegen.cuda.gemm_prologue`).
     """
 
     build: Callable[[Buffer, NestContext], Stmt]
@@ -116,6 +119,7 @@ class Nest:
     materialize: tuple[int, ...] = ()
     checks: tuple[IndexCheck, ...] = ()
     recompute: Callable[[Index], Expr] | None = None
+    element: Callable[[Index], Expr] | None = None
 
 
 @dataclass

@@ -18,7 +18,7 @@ from ..hir import Function, Node, Param, Value
 from ..layout import flatten, is_leaf
 from ..plan.partition import Group, Partition, node_origin
 from ..shard import Mesh, ShardLayout, Split
-from ..tile.expr import Expr, Load, binary, cast, dim_expr, loads
+from ..tile.expr import Expr, Load, Var, binary, cast, dim_expr, loads
 from ..tile.stmt import (
     Buffer,
     Check,
@@ -29,6 +29,7 @@ from ..tile.stmt import (
     RegionUpdate,
     Stmt,
     Store,
+    StoredElement,
     seq,
     stmt_exprs,
     walk_stmts,
@@ -210,6 +211,7 @@ def _kernels(
         body = form.build(buffers[n], ctx)
         checks += form.checks
         name, kind = f"k{index}_{n.op.name}", form.form  # type: ignore[union-attr]
+        stored = _stored_element(form, len(n.type.shape))  # type: ignore[union-attr]
     else:
         outs = [buffers[n] for n in g.nodes]
 
@@ -218,12 +220,13 @@ def _kernels(
 
         body = loop_nest(ctx, g.domain, element)
         name, kind = f"k{index}_{g.nodes[-1].op.name}", "element grid"  # type: ignore[union-attr]
+        stored = None
     checks += kb.checks()
     writes = tuple(buffers[n] for n in g.nodes)
     placement, why = _placement([*g.nodes, *kb.computes], g.domain)
     kernel = Kernel(
         name, kind, body, _reads(body, writes), writes, tuple(kb.origin), _request(g.nodes), placement,
-        updates=_updates(g, kb, buffers),
+        updates=_updates(g, kb, buffers), element=stored,
     )
     kernel.decisions.extend(g.notes)
     kernel.decisions.extend(part.recomputed[n] for n in kb.computes if n in part.recomputed)
@@ -234,6 +237,14 @@ def _kernels(
     check_body = seq(*(_check_stmt(ctx, c) for c in checks))
     check = Kernel(f"k{index}_check", "index check", check_body, _reads(check_body, ()), (), tuple(kb.origin))
     return [check, kernel]
+
+
+def _stored_element(form: Nest, rank: int) -> StoredElement | None:
+    """The anchor's output element over fresh index variables, where its rule offers one."""
+    if form.element is None:
+        return None
+    index = tuple(Var(f"e{k}_") for k in range(rank))
+    return StoredElement(index, form.element(index))
 
 
 def _updates(g: Group, kb: _KernelBuilder, buffers: dict[Value, Buffer]) -> tuple[RegionUpdate, ...]:

@@ -71,11 +71,11 @@ def _lower_rms_norm(op: RmsNorm, t: TensorType, x: Operand, w: Operand) -> Nest:
         return loop_nest(ctx, outer, element)
 
     (n,) = row if len(row) == 1 else (None,)
-    if not (isinstance(n, int) and n <= RECOMPUTED_ROW):
+    if not isinstance(n, int):
         return Nest(build, "row")
     inverses: dict[Index, Expr] = {}
 
-    def recompute(idx: Index) -> Expr:
+    def element(idx: Index) -> Expr:
         """The element with its row's inverse RMS folded in the reading thread (one per row)."""
         outer_idx = idx[:-1]
         if outer_idx not in inverses:
@@ -86,7 +86,7 @@ def _lower_rms_norm(op: RmsNorm, t: TensorType, x: Operand, w: Operand) -> Nest:
         value = binary("mul", cast(x.at(idx), acc_t), inverses[outer_idx])
         return cast(binary("mul", value, cast(w.at(idx[-1:]), acc_t)), t.dtype)
 
-    return Nest(build, "row", recompute=recompute)
+    return Nest(build, "row", recompute=element if n <= RECOMPUTED_ROW else None, element=element)
 
 
 @lower.register(LayerNorm)

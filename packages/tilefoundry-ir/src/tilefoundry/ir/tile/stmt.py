@@ -312,6 +312,8 @@ class Kernel:
             mesh axis in mesh order (empty without a Mesh scope).
         decisions: planning decisions with their reasons (Scheduled form only).
         updates: outputs it writes as an update of an input (`RegionUpdate`).
+        element: for a row kernel whose rule offers it (`Nest.element`), the value it stores at
+            each index of its output, its row statistics as `Fold`s.
     """
 
     name: str
@@ -324,6 +326,15 @@ class Kernel:
     placement: tuple[MeshCut, ...] = ()
     decisions: list[str] = field(default_factory=list)
     updates: tuple[RegionUpdate, ...] = ()
+    element: StoredElement | None = None
+
+
+@dataclass(frozen=True)
+class StoredElement:
+    """`out[index] = expr`: a kernel's output element as one expression of the index variables."""
+
+    index: tuple[Var, ...]
+    expr: Expr
 
 
 @dataclass(eq=False)

@@ -243,6 +243,31 @@ struct SkinnyStore {
 /// No prologue: the kernel reads A from global memory.
 struct NoPrologue {};
 
+/// A prologue that folds A into the K loop instead of staging it: A's row m is a row scale times an
+/// element map (the RMS norm: rsqrt(mean(x²) + eps) · (x ∘ g)). It declares `kFolds`, the row
+/// statistics it sums (each an add over the row), and
+///   pack(m, k, a, f):  the element map at [m, k, k + 8) into a (rounded to T), each statistic's
+///                      terms there added to f[0 .. kFolds)
+///   scale(m, f):       the row's factor from its statistics' totals
+/// Each warp reads every k of the row (its lanes stride K), so after the lanes' butterfly its
+/// totals are the whole row's, and each result is the dot product times the row's factor: the
+/// norm's kernel never runs and nothing is staged.
+template <class P, class = void>
+struct folds_rows : std::false_type {};
+template <class P>
+struct folds_rows<P, std::void_t<decltype(P::kFolds)>> : std::true_type {};
+template <class P>
+inline constexpr bool folds_rows_v = folds_rows<P>::value;
+/// The statistics a folding prologue sums (1 for any other, so arrays of it stay well-formed).
+template <class P, bool = folds_rows_v<P>>
+struct row_folds {
+  static constexpr int value = 1;
+};
+template <class P>
+struct row_folds<P, true> {
+  static constexpr int value = P::kFolds;
+};
+
 /// Hands the G results of one output to an element-wise epilogue `f(m, n, c)` (no C is written).
 template <class F>
 struct SkinnyElementwise {
@@ -271,7 +296,8 @@ __device__ inline void skinny_load_head(T const* const (&B)[G], int64_t K, int l
 /// side by side), its lanes stride K in 16-byte packs (the head, then U x R x G packs in flight),
 /// a shuffle butterfly adds the lanes, and lane 0 hands the results (rounded to T, as C would hold
 /// them) to `out(member, m, n, N, c)`. With a prologue, `pro(m, row)` writes A's row m (the lanes of one
-/// warp together) into the CTA's shared memory first (M x K elements, dynamic), and A is not read.
+/// warp together) into the CTA's shared memory first (M x K elements, dynamic), and A is not read;
+/// a folding prologue (folds_rows_v) gives each pack of A from its own loads instead.
 template <class T, int MT, int G, int R, int U, class Out, class Pro = NoPrologue>
 __global__ void __launch_bounds__(kSkinnyBtWarps * 32)
 gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t K, Out out, Pro pro) {
@@ -289,7 +315,8 @@ gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t
   if (!rows.settled) pdl_wait();  // B may be the output of a kernel still running
   if (active) skinny_load_head(B, K, lane, head);
   pdl_begin();
-  if constexpr (!std::is_same_v<Pro, NoPrologue>) {
+  constexpr bool kFolded = folds_rows_v<Pro>;
+  if constexpr (!std::is_same_v<Pro, NoPrologue> && !kFolded) {
     extern __shared__ __align__(16) unsigned char skinny_staged_[];
     T* const staged = reinterpret_cast<T*>(skinny_staged_);
     for (int64_t m = threadIdx.x / 32; m < M; m += kSkinnyBtWarps) pro(m, staged + m * K);
@@ -301,6 +328,7 @@ gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t
   // through a lambda changed the code nvcc made for G = 2 and R = 1 (the settled gate/up GEMV
   // behind a 6 us stretch took 14.0 us instead of 10.3 on the H200).
   float acc[G][R][MT] = {};
+  float folds[MT][row_folds<Pro>::value] = {};  // a folding prologue's row statistics
 #pragma unroll
   for (int p = 0; p < P; ++p) {
     int64_t const k = p * kStride + lane * 8;
@@ -309,7 +337,7 @@ gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t
     for (int m = 0; m < MT; ++m) {
       if (m >= M) break;
       T a[8];
-      load_pack<8>(A + m * K + k, a);
+      if constexpr (kFolded) pro.pack(m, k, a, folds[m]); else load_pack<8>(A + m * K + k, a);
 #pragma unroll
       for (int g = 0; g < G; ++g) {
 #pragma unroll
@@ -337,7 +365,7 @@ gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t
       for (int m = 0; m < MT; ++m) {
         if (m >= M) break;
         T a[8];
-        load_pack<8>(A + m * K + k + u * kStride, a);
+        if constexpr (kFolded) pro.pack(m, k + u * kStride, a, folds[m]); else load_pack<8>(A + m * K + k + u * kStride, a);
 #pragma unroll
         for (int g = 0; g < G; ++g) {
 #pragma unroll
@@ -360,7 +388,7 @@ gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t
     for (int m = 0; m < MT; ++m) {
       if (m >= M) break;
       T a[8];
-      load_pack<8>(A + m * K + k, a);
+      if constexpr (kFolded) pro.pack(m, k, a, folds[m]); else load_pack<8>(A + m * K + k, a);
 #pragma unroll
       for (int g = 0; g < G; ++g) {
 #pragma unroll
@@ -382,15 +410,27 @@ gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t
       }
     }
   }
+  if constexpr (kFolded) {
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+#pragma unroll
+      for (int f = 0; f < row_folds<Pro>::value; ++f) {
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) folds[m][f] = folds[m][f] + __shfl_xor_sync(0xffffffffu, folds[m][f], off);
+      }
+    }
+  }
   if (lane == 0) {
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
       if (m >= M) break;
+      float scale = 1.0f;
+      if constexpr (kFolded) scale = pro.scale(static_cast<int64_t>(m), folds[m]);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         T c[G];
 #pragma unroll
-        for (int g = 0; g < G; ++g) c[g] = cast<T>(acc[g][r][m]);
+        for (int g = 0; g < G; ++g) c[g] = cast<T>(kFolded ? acc[g][r][m] * scale : acc[g][r][m]);
         out(s, static_cast<int64_t>(m), n0 + r, N, c);
       }
     }
@@ -640,10 +680,10 @@ inline BulkPlan skinny_bulk_plan(SkinnyBtRows<T> const& rows, int64_t K, int64_t
   return {};
 }
 
-/// Shared memory a prologue's staged A rows take (0 without a prologue).
+/// Shared memory a prologue's staged A rows take (0 without a prologue, or with a folding one).
 template <class T, class Pro>
 inline size_t skinny_staged_bytes(int64_t M, int64_t K) {
-  return std::is_same_v<Pro, NoPrologue> ? 0 : static_cast<size_t>(M * K) * sizeof(T);
+  return std::is_same_v<Pro, NoPrologue> || folds_rows_v<Pro> ? 0 : static_cast<size_t>(M * K) * sizeof(T);
 }
 
 template <class T, int MT, int G, int R, int U, class Out, class Pro>
