@@ -308,8 +308,9 @@ def test_row_norms_are_gemm_prologues_folded_into_the_k_loop(built) -> None:
     assert "return rsqrt(((f_[0] / 4096.0f) + 1e-06f));" in functor
     assert source.count("_prologue {") == 3 and source.count("static constexpr int kFolds = 1;") == 2
     assert entry.count("_staged_) {") == 2
-    assert entry.count("_staged_ = aligned16({b_x, b_norm_x}) && gemm_stages_prologue<GemmLayout::rcr, 2>(") == 1
-    assert entry.count("_staged_ = aligned16({b_y, b_norm_y}) && gemm_stages_prologue<GemmLayout::rcr, 0>(") == 1
+    gate = "_staged_ = aligned16({{{}}}) && gemm_stages_prologue<GemmLayout::rcr, {}>("
+    assert entry.count(gate.format("b_x, b_norm_x", 2)) == 1
+    assert entry.count(gate.format("b_y, b_norm_y", 0)) == 1
 
 
 def test_a_norm_that_is_no_row_scale_stages_its_rows(built) -> None:
