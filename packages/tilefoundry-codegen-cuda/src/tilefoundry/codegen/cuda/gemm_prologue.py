@@ -17,13 +17,14 @@ the kernel: the flag is then false at compile time, and a decision says why.
 
 A row kernel whose stored element is a row scale times an element map (`Kernel.element`: the
 RMS norm's `rsqrt(mean(x^2) + eps) * (x * w)`, the scale's statistics as `Fold`s over the row)
-is *folded* instead: nothing is staged and no CTA computes a row before streaming its weights.
+is *folded* instead: nothing is staged and no CTA computes a row before streaming its weights
+(only where x's and g's bases are 16-byte aligned: the functor moves packs only).
 The functor gives the skinny kernel each 16-byte pack of A's element map as the warp reaches it
 in its K loop, adding each statistic's terms there from the same loads; after the lanes'
 butterfly the kernel multiplies each result by the row's scale (`folds_rows`, gemm_skinny.cuh):
 
     struct mlp__k0_rms_norm_prologue {
-      ...the kernel's parameters...; bool packed_;
+      ...the kernel's parameters...
       static constexpr int kFolds = 1;
       __device__ void pack(int64_t i0, int64_t jb_, bf16 (&a_)[8], float (&f_)[1]) const;  // x * w, x^2
       __device__ float scale(int64_t i0, const float (&f_)[1]) const;  // rsqrt(f_[0] / 2048 + eps)
@@ -156,8 +157,9 @@ PACK = 8  # elements of A a lane of the skinny kernel reads at a time (16 bytes 
 
 @dataclass(frozen=True)
 class RowScale:
-    """A row kernel's element as `cast(scale * element)`: `scale` free of the column, its
-    statistics the `folds` (sums over the whole row), `element` an element map of the column."""
+    """A row kernel's element split as `scale * element`: `scale` free of the column, its
+    statistics the `folds` (sums over the whole row); `element` an element map of the column,
+    rounded to A's dtype (the A the folded GEMV multiplies, before the scale)."""
 
     scale: Expr
     element: Expr
@@ -181,10 +183,10 @@ def row_scale(p: Kernel, row: str, col: str, k: Expr, dtype: DType) -> RowScale 
     for fd in folds:
         if fd.op != "add" or fd.init != identity("add", fd.dtype) or fd.extent != k or _nested(fd):
             return f"{p.name} folds a statistic other than a sum over the whole row"
-    return RowScale(_product(scale), cast_to(_product(element), dtype), folds)
+    return RowScale(_product(scale), _cast_to(_product(element), dtype), folds)
 
 
-def cast_to(e: Expr, dtype: DType) -> Expr:
+def _cast_to(e: Expr, dtype: DType) -> Expr:
     return e if e.dtype is dtype else Cast(e, dtype)
 
 
@@ -255,7 +257,7 @@ def _folded_code(program: Program, atom: AtomCall, vectorize: bool) -> PrologueC
             *indent(lines, 2),
             "  }",
             f"  __device__ float scale(int64_t {row.var}, const float (&f_)[{n}]) const {{",
-            f"    return {cx(cast_to(scale, f32))};",
+            f"    return {cx(_cast_to(scale, f32))};",
             "  }",
             "};",
         ),

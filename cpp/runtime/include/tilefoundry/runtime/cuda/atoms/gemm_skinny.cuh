@@ -365,7 +365,8 @@ gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t
       for (int m = 0; m < MT; ++m) {
         if (m >= M) break;
         T a[8];
-        if constexpr (kFolded) pro.pack(m, k + u * kStride, a, folds[m]); else load_pack<8>(A + m * K + k + u * kStride, a);
+        if constexpr (kFolded) pro.pack(m, k + u * kStride, a, folds[m]);
+        else load_pack<8>(A + m * K + k + u * kStride, a);
 #pragma unroll
         for (int g = 0; g < G; ++g) {
 #pragma unroll
@@ -416,7 +417,7 @@ gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t
 #pragma unroll
       for (int f = 0; f < row_folds<Pro>::value; ++f) {
 #pragma unroll
-        for (int off = 16; off > 0; off /= 2) folds[m][f] = folds[m][f] + __shfl_xor_sync(0xffffffffu, folds[m][f], off);
+        for (int off = 16; off > 0; off /= 2) folds[m][f] += __shfl_xor_sync(0xffffffffu, folds[m][f], off);
       }
     }
   }
