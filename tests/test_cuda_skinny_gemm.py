@@ -284,6 +284,40 @@ def test_bulk_copy_gemv_cuts_match_evaluator_on_gpu(bulk_built) -> None:
     assert sum("gemm_skinny_nk<" in name for name in names) == 1, names
 
 
+@func
+def normed_head(
+    x: Tensor[(M, 1024), bf16], g: ConstTensor[(1024,), bf16], table: ConstTensor[(65536, 1024), bf16]
+):
+    # An LM head's shape (128 MiB of B, the bulk kernel's threshold) behind its final RMS norm.
+    return tf.rms_norm(x, g, eps=1e-6) @ _t(table)
+
+
+def _make_normed_head(n: int, gen: torch.Generator) -> tuple:
+    x = torch.randn(n, 1024, generator=gen).to(torch.bfloat16).cuda()
+    g = (1 + 0.1 * torch.randn(1024, generator=gen)).to(torch.bfloat16).cuda()
+    return x, g, (torch.randn(65536, 1024, generator=gen) / 32).to(torch.bfloat16).cuda()
+
+
+@pytest.mark.gpu
+def test_a_head_behind_its_norm_keeps_the_bulk_copy_gemv_under_prologues_on_gpu() -> None:
+    """With prologues asked for (gemm_fusion="all"), M = 1 still runs the norm kernel and streams
+    the 128 MiB head by bulk copies (gemm_stages_prologue declines where the launch would take
+    them); M = 2 folds the norm into the register kernel. Both match the evaluator."""
+    cat.require_nvcc()
+    linked = tilefoundry.compile(normed_head, target="cuda", options={"gemm_fusion": "all"})
+    cat.check_compiled(linked, normed_head, (1, 2), device="cuda", tolerance=TOLERANCE,
+                       make=_make_normed_head)
+    body = CompiledFunction(load_linked_module(linked, "normed_head"), True)
+    for n, bulk, norm in ((1, 1, 1), (2, 0, 0)):
+        args = _make_normed_head(n, torch.Generator().manual_seed(n))
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            body(*args)
+            torch.cuda.synchronize()
+        names = [ev.name for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA]
+        assert sum("gemm_skinny_bulk<" in name for name in names) == bulk, (n, names)
+        assert sum("rms_norm" in name and "prologue" not in name for name in names) == norm, (n, names)
+
+
 @pytest.mark.gpu
 def test_tensor_core_skinny_rows_match_evaluator_on_gpu(built) -> None:
     """Every M past the CUDA-core kernel's 8 runs the tensor-core one (rows 8 + g past M read as

@@ -157,10 +157,39 @@ inline bool group_is_skinny_bt(T const* A, GemmGroup<T> const& g, int64_t M, int
   return M <= kSkinnyMaxM || skinny_tc_fits(M, rows, K);
 }
 
+/// The group's members as one skinny launch's rows: end to end (G = 0, no epilogue), or the G
+/// members of an epilogue side by side (every member's N is N[0]).
+template <int G, class T>
+inline SkinnyBtRows<T> group_rows(GemmGroup<T> const& g) {
+  SkinnyBtRows<T> rows{};
+  int64_t end = 0;
+  for (int s = 0; s < (G == 0 ? g.count : G); ++s) {
+    rows.B[s] = g.B[s];
+    if constexpr (G == 0) {
+      rows.C[s] = g.C[s];
+      rows.end[s] = end += g.N[s];
+    }
+  }
+  if constexpr (G > 0) rows.end[0] = g.N[0];
+  rows.count = G == 0 ? g.count : G;
+  rows.settled = g.b_settled;
+  return rows;
+}
+
+/// Whether the group's skinny launch streams B by bulk copies when no prologue rides on it (M = 1
+/// where sm_90 code runs and skinny_bulk_plan cuts it: an LM head's 622 MB). A prologue would put
+/// it on the register kernel, which streams such a B ~15% slower than a norm kernel costs.
+template <int G, class T>
+inline bool group_streams_bulk(GemmGroup<T> const& g, int64_t M, int64_t K) {
+  if (M != 1 || !device_facts().sm90_code) return false;
+  return skinny_bulk_plan<T, G == 0 ? 1 : G>(group_rows<G>(g), K).ru > 0;
+}
+
 }  // namespace detail
 
 /// Whether a group (with an epilogue over G members, or none: G = 0) runs as one skinny launch
-/// whose CTAs can stage A's M rows in shared memory: then that launch applies a prologue.
+/// whose CTAs can stage A's M rows in shared memory: then that launch applies a prologue. Not
+/// where that launch would stream B by bulk copies without one (group_streams_bulk).
 template <GemmLayout L, int G, class T>
 inline bool gemm_stages_prologue(T const* A, GemmGroup<T> const& g, int64_t M, int64_t K) {
   if constexpr (!is_half_v<T>) {
@@ -170,7 +199,7 @@ inline bool gemm_stages_prologue(T const* A, GemmGroup<T> const& g, int64_t M, i
     for (int s = 1; G > 0 && s < g.count; ++s) same_n = same_n && g.N[s] == g.N[0];
     return same_n && M <= detail::kSkinnyMaxM &&
            static_cast<size_t>(M * K) * sizeof(T) <= detail::kSkinnyStagedBytes &&
-           detail::group_is_skinny_bt<L>(A, g, M, K);
+           detail::group_is_skinny_bt<L>(A, g, M, K) && !detail::group_streams_bulk<G>(g, M, K);
   }
 }
 
@@ -191,15 +220,7 @@ inline cudaError_t gemm_group(T const* A, GemmGroup<T> const& g, int64_t M, int6
                               cudaStream_t stream, Pro const& pro = {}, bool staged = false) {
   if constexpr (is_half_v<T>) {
     if (staged || detail::group_is_skinny_bt<L>(A, g, M, K)) {
-      detail::SkinnyBtRows<T> rows{};
-      int64_t end = 0;
-      for (int s = 0; s < g.count; ++s) {
-        rows.B[s] = g.B[s];
-        rows.C[s] = g.C[s];
-        rows.end[s] = end += g.N[s];
-      }
-      rows.count = g.count;
-      rows.settled = g.b_settled;
+      detail::SkinnyBtRows<T> const rows = detail::group_rows<0>(g);
       if (staged) return detail::gemm_skinny_bt_rows(A, rows, M, K, stream, pro);
       return detail::gemm_skinny_bt_rows(A, rows, M, K, stream);
     }
@@ -224,11 +245,7 @@ inline cudaError_t gemm_epilogue(T const* A, GemmGroup<T> const& g, int64_t M, i
     bool same_n = g.count == G;
     for (int s = 1; s < g.count; ++s) same_n = same_n && g.N[s] == g.N[0];
     if (staged || (same_n && detail::group_is_skinny_bt<L>(A, g, M, K))) {
-      detail::SkinnyBtRows<T> rows{};
-      for (int s = 0; s < G; ++s) rows.B[s] = g.B[s];
-      rows.end[0] = g.N[0];
-      rows.count = G;
-      rows.settled = g.b_settled;
+      detail::SkinnyBtRows<T> const rows = detail::group_rows<G>(g);
       *applied = true;
       if (staged) return detail::gemm_skinny_bt_epilogue<T, G>(A, rows, M, K, epi, stream, pro);
       return detail::gemm_skinny_bt_epilogue<T, G>(A, rows, M, K, epi, stream);
