@@ -37,6 +37,7 @@ agree within a rounding of A's dtype.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from dataclasses import dataclass
 
@@ -51,6 +52,8 @@ from tilefoundry.ir.tile.expr import (
     Expr,
     Fold,
     Var,
+    binary,
+    cast,
     free_vars,
     identity,
     substitute,
@@ -183,11 +186,7 @@ def row_scale(p: Kernel, row: str, col: str, k: Expr, dtype: DType) -> RowScale 
     for fd in folds:
         if fd.op != "add" or fd.init != identity("add", fd.dtype) or fd.extent != k or _nested(fd):
             return f"{p.name} folds a statistic other than a sum over the whole row"
-    return RowScale(_product(scale), _cast_to(_product(element), dtype), folds)
-
-
-def _cast_to(e: Expr, dtype: DType) -> Expr:
-    return e if e.dtype is dtype else Cast(e, dtype)
+    return RowScale(_product(scale), cast(_product(element), dtype), folds)
 
 
 def _factors(e: Expr) -> list[Expr]:
@@ -197,10 +196,7 @@ def _factors(e: Expr) -> list[Expr]:
 
 
 def _product(factors: list[Expr]) -> Expr:
-    out = factors[0]
-    for f in factors[1:]:
-        out = Bin("mul", out, f, out.dtype)
-    return out
+    return functools.reduce(lambda a, b: binary("mul", a, b), factors)
 
 
 def _nested(fd: Fold) -> bool:
@@ -224,7 +220,7 @@ def _folded_code(program: Program, atom: AtomCall, vectorize: bool) -> PrologueC
     cx = CExpr(dim_names(program))
     sums = [f"q{i}_" for i in range(len(rs.folds))]
     updates = [
-        Assign(q, Bin("add", Var(q, fd.dtype), substitute(fd.body, {fd.var: Var(col)}), fd.dtype))
+        Assign(q, binary("add", Var(q, fd.dtype), substitute(fd.body, {fd.var: Var(col)})))
         for q, fd in zip(sums, rs.folds, strict=True)
     ]
     arow = Buffer("arow_", a.dtype, (k,), "temp")  # stands for the pack a_: its lanes are a_'s
@@ -257,7 +253,7 @@ def _folded_code(program: Program, atom: AtomCall, vectorize: bool) -> PrologueC
             *indent(lines, 2),
             "  }",
             f"  __device__ float scale(int64_t {row.var}, const float (&f_)[{n}]) const {{",
-            f"    return {cx(_cast_to(scale, f32))};",
+            f"    return {cx(cast(scale, f32))};",
             "  }",
             "};",
         ),

@@ -45,9 +45,7 @@ from tilefoundry.ir.tile.stmt import (
 
 from .row_registers import Holding, Walk, hold_rows, trips
 from .serial import SerialCode, indent, largest_count
-from .vector import PackCode, PackPlan, plan_packs
-
-_COMBINE = {"add": "add_combine", "max": "max_combine", "min": "min_combine"}
+from .vector import COMBINERS, PackCode, PackPlan, plan_packs
 
 
 @dataclass(frozen=True)
@@ -316,7 +314,7 @@ class GroupCode:
             if g > 32:
                 self.ws_types[t] = dtypes[acc]
             space = ws if g > 32 else f"static_cast<{t}*>(nullptr)"
-            total_text = f"group_reduce<{g}>({_COMBINE[comb]}{{}}, {partial[acc]}, {space})"
+            total_text = f"group_reduce<{g}>({COMBINERS[comb]}{{}}, {partial[acc]}, {space})"
             update = {
                 "add": f"{acc} + {total_text}",
                 "max": f"max_nan({acc}, {total_text})",

@@ -401,7 +401,8 @@ def _fold_packs(f: Fold, name: str, guards: tuple[Guard, ...]) -> FoldPlan:
     return replace(scalar, lanes=lanes, loads=tuple(seen.values()))
 
 
-_COMBINE = {"add": "add_combine{}", "max": "max_combine{}", "min": "min_combine{}"}
+# The group_reduce.cuh functor of each reassociable combiner.
+COMBINERS = {"add": "add_combine", "max": "max_combine", "min": "min_combine"}
 
 
 def share_folds(plan: PackPlan, extent: Expr) -> PackPlan:
@@ -527,7 +528,7 @@ class PackCode:
             loop = f"  for (int64_t {f.var} = 0; {f.var} < {extent}; ++{f.var}) {fp.name} = {step};"
             return [*out, loop, "}"]
         if fp.across > 1:  # this thread's pack of the row, then the row's threads combined
-            combine = f"lane_group_reduce<{fp.across}>({_COMBINE[f.op]}, {fp.name})"
+            combine = f"lane_group_reduce<{fp.across}>({COMBINERS[f.op]}{{}}, {fp.name})"
             return [*out, *indent(self._fold_pack(cx, fp, self.base), 1), "}", f"{fp.name} = {combine};"]
         base = f"{f.var}b"
         # unrolled: every pack of the row in flight at once, not one L2 round trip per pack
