@@ -298,14 +298,16 @@ def _methods(cfg: CausalLMConfig, context: int) -> dict[str, Any]:
             dtype=dtype,
             device=device,
         )
+        # The positions, then kv_len = start + n: one kernel fills them on the device (a host tensor
+        # copied over would wait for the GPU's queue); pos and kv_len are its first and last element.
+        steps = torch.arange(start, start + n + 1, dtype=torch.int64, device=device)
         return (
             ids.reshape(n).to(device=device, dtype=torch.int64, copy=True),
             cos,
             sin,
-            torch.arange(start, start + n, dtype=torch.int64, device=device),
-            # Filled on the device: a host tensor copied over would wait for the GPU's queue.
-            torch.full((), start, dtype=torch.int64, device=device),
-            torch.full((), start + n, dtype=torch.int64, device=device),
+            steps[:n],
+            steps[0],
+            steps[n],
             caches,
         )
 

@@ -263,18 +263,24 @@ def _eager_step(
 
 class _DeviceArgmax:
     """Greedy picks that stay on the GPU: each token goes into the ids buffer and a pinned host
-    slot without a wait; `read` waits for that one token, not for work queued after it."""
+    slot without a wait; `read` waits for that one token, not for work queued after it.
+
+    The copy to the host runs on a stream of its own, so the next step's kernels, queued behind
+    the pick, do not wait for it."""
 
     def __init__(self, n: int) -> None:
         self.host = torch.empty(n, dtype=torch.int64, pin_memory=True)
         self.done = torch.cuda.Event()
+        self.copier = torch.cuda.Stream()
 
     def pick(self, logits: torch.Tensor, ids: torch.Tensor, at: int, k: int) -> None:
         """Token k (Sampler.pick's greedy choice: the first largest logit) into ids[at]."""
         row = logits.reshape(-1, logits.shape[-1])[-1]  # argmax in its own dtype: widening is exact
         torch.argmax(row, dim=0, keepdim=True, out=ids[at : at + 1])
-        self.host[k : k + 1].copy_(ids[at : at + 1], non_blocking=True)
-        self.done.record()
+        self.copier.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.copier):
+            self.host[k : k + 1].copy_(ids[at : at + 1], non_blocking=True)
+            self.done.record()
 
     def read(self, k: int) -> int:
         """Token k, once its pick has run (the last one picked)."""
