@@ -12,7 +12,8 @@
 // in for attention or rope) three ways: as it is, with its weights prefetched into L2 when the
 // stretch starts, and with `settled` B (its CTAs load their first packs before the PDL wait).
 // `sweep check` compares the bulk kernel's results with the register kernel's on each shape;
-// `sweep pair` times down behind gate/up launched several ways (pair_sweep).
+// `sweep pair` times down behind gate/up launched several ways (pair_sweep); `sweep resident`, the
+// same pair behind a stretch that prefetches down's weights into L2 (resident_sweep).
 //
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DNDEBUG \
 //        -I cpp/runtime/include -I <cutlass>/include bench/gpu/kernels/skinny_sweep.cu -o /tmp/sweep
@@ -245,17 +246,22 @@ void sweep(Shape const& s) {
 
 // ---------------------------------------------------------------- L2 prefetch across kernels
 
-/// Prefetches `bytes` of `w` into L2 across the grid (`prefetch.global.L2::evict_last`, a 128-byte
-/// line a thread), then CTA 0 stands in for a latency-bound kernel (attention, rope) for
-/// `spin_ns`; the others exit. (`cp.async.bulk.prefetch.L2` in 64 KB pieces was tried too: the
-/// GEMV behind it took 35-80 us, the prefetch queue holding its loads back.)
-__global__ void prefetch_then_spin(T const* w, size_t bytes, int64_t spin_ns) {
+/// Prefetches `bytes` of `w` into L2 across the grid (`prefetch.global.L2::evict_last`, or
+/// `evict_normal` when `!last`, a 128-byte line a thread), then CTA 0 stands in for a
+/// latency-bound kernel (attention, rope) for `spin_ns`; the others exit.
+/// (`cp.async.bulk.prefetch.L2` in 64 KB pieces was tried too: the GEMV behind it took 35-80 us,
+/// the prefetch queue holding its loads back.)
+__global__ void prefetch_then_spin(T const* w, size_t bytes, int64_t spin_ns, bool last) {
   pdl_begin();
   char const* base = reinterpret_cast<char const*>(w);
   size_t const thread = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   size_t const threads = gridDim.x * size_t(blockDim.x);
-  for (size_t off = thread * 128; off < bytes; off += threads * 128)
-    asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(base + off) : "memory");
+  for (size_t off = thread * 128; off < bytes; off += threads * 128) {
+    if (last)
+      asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(base + off) : "memory");
+    else
+      asm volatile("prefetch.global.L2::evict_normal [%0];" ::"l"(base + off) : "memory");
+  }
   if (blockIdx.x != 0) return;
   uint64_t t0;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
@@ -275,12 +281,12 @@ void prefetch_variant(Bench const& bench, int64_t spin_ns) {
   auto step = [&](bool prefetch, bool settled) {
     return [&, prefetch, settled](int i, cudaStream_t st) {
       launch_kernel(prefetch_then_spin, dim3(132), dim3(256), 0, st, static_cast<T const*>(gemv.weights(i)),
-                    prefetch ? bench.bytes : size_t(0), spin_ns);
+                    prefetch ? bench.bytes : size_t(0), spin_ns, true);
       gemv.launch(i, st, settled);
     };
   };
   float const spin = per_step([&](int, cudaStream_t st) {
-    launch_kernel(prefetch_then_spin, dim3(132), dim3(256), 0, st, static_cast<T const*>(bench.A), size_t(0), spin_ns);
+    launch_kernel(prefetch_then_spin, dim3(132), dim3(256), 0, st, static_cast<T const*>(bench.A), size_t(0), spin_ns, true);
   });
   float const cold = per_step(step(false, false)) - spin;
   float const lines = per_step(step(true, false)) - spin;
@@ -384,8 +390,46 @@ void pair_sweep() {
   std::printf("  %-26s %5.1f us\n", "PDL, R1U4 (512 CTAs)", r1 - first);
 }
 
+/// The MLP pair behind a latency-bound stretch (attention in a decode layer) that prefetches down's
+/// weights into L2 while it runs: does down then read them from L2 after gate/up streamed 50 MB?
+/// (2026-12-01: down's share fell by 0.3-1.1 us and the step grew by 1.4-3.1 us; also with B
+/// loads hinted evict_first, a throwaway build: bench/results/skinny-sweep-resident-*.)
+void resident_sweep(int64_t spin_ns) {
+  Bench const gu({"gate_up", 2, {6144}, 2048});
+  Bench const dn({"down", 1, {2048}, 6144});
+  Gemv<2, 2, 4> gate_up(gu);
+  Gemv<1, 2, 4> down(dn);
+  auto head = [&](int i, cudaStream_t st, size_t bytes, bool last) {
+    launch_kernel(prefetch_then_spin, dim3(132), dim3(256), 0, st, static_cast<T const*>(dn.weights(i)), bytes,
+                  spin_ns, last);
+    launch_kernel(norm_row, dim3(1), dim3(256), 0, st, gu.A, gu.s.k);
+    gate_up.launch(i, st, true);
+  };
+  struct Way {
+    char const* name;
+    size_t bytes;
+    bool last;
+  };
+  std::printf("resident (spin %.1f us):", spin_ns / 1e3);
+  for (Way const w : {Way{"no prefetch", 0, false}, Way{"down evict_normal", dn.bytes, false},
+                      Way{"down evict_last", dn.bytes, true}}) {
+    float const first = per_step([&](int i, cudaStream_t st) { head(i, st, w.bytes, w.last); });
+    float const both = per_step([&](int i, cudaStream_t st) {
+      head(i, st, w.bytes, w.last);
+      down.launch_as(i, st, true, 0);
+    });
+    std::printf("  %s: step %5.1f us, down %4.1f", w.name, both, both - first);
+  }
+  std::printf("\n");
+}
+
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IONBF, 0);  // what printed before a crash still shows
+  if (argc > 1 && std::string(argv[1]) == "resident") {
+    for (int64_t ns : {4000, 8000, 12000}) resident_sweep(ns);
+    std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "pair") {
     pair_sweep();
     std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
