@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tilefoundry.codegen.cuda.vector import PackCode, plan_packs, share_folds
+from tilefoundry.codegen.cuda.vector import PackCode, plan_packs, share_folds, share_partner_loads
 from tilefoundry.ir.dtypes import bf16, f32, i64
 from tilefoundry.ir.tile.cexpr import CExpr
 from tilefoundry.ir.tile.expr import Const, Fold, Load, Select, Var, binary, cast, fold, unary
@@ -288,3 +288,74 @@ def test_definitions_reading_a_fold_follow_the_pack_loads_and_the_fold() -> None
     at = {key: next(i for i, x in enumerate(lines) if x.startswith(key)) for key in keys}
     assert list(at.values()) == sorted(at.values())
     assert lines[at["const float inv"]] == "const float inv = rsqrt(gf0_);"
+
+
+def _shared(body: Seq):
+    """The flat grid's plan of a 64-column row: folds and partner packs shared by its threads."""
+    plan = share_folds(plan_packs("j", Const(64), body, "g"), Const(64))
+    return share_partner_loads(plan, Const(64), body, "g")
+
+
+def _rotated(value) -> Select:
+    """Rotate-half over 64 columns: `j < 32 ? -value(j + 32) : value(j - 32)`."""
+    return Select(
+        binary("lt", J, Const(32)),
+        unary("neg", value(binary("add", J, Const(32)))),
+        value(binary("sub", J, Const(32))),
+    )
+
+
+def test_the_rotated_half_is_the_partner_threads_own_pack_exchanged_by_shuffles() -> None:
+    """A 64-f32 row is 16 packs on 16 consecutive threads; pack p's rotated half is pack p ^ 8,
+    which thread p ^ 8 loads as its own: it is exchanged by shuffles, not loaded again."""
+    body = _store(binary("add", Load(X, (I, J)), _rotated(lambda c: Load(X, (I, c)))))
+    plan = _shared(body)
+    own, rotated = plan.loads
+    assert own.partner is None and rotated.partner == (own.name, 16, 8)
+    prologue = PackCode(plan, "j_b").prologue(CExpr({}), body)
+    assert sum("load_pack<4>(b_x" in line for line in prologue) == 1
+    assert f"lane_group_exchange<16, 8>({own.name}, {rotated.name});" in prologue
+    # Not on the xor pattern (a shift by a quarter row), or across a non-power-of-two row: loaded.
+    quarter = _store(
+        Select(
+            binary("lt", J, Const(48)),
+            Load(X, (I, binary("add", J, Const(16)))),
+            Load(X, (I, binary("sub", J, Const(48)))),
+        )
+    )
+    both = _store(binary("add", Load(X, (I, J)), quarter.body[0].value))
+    off = share_partner_loads(plan_packs("j", Const(64), both, "g"), Const(64), both, "g")
+    assert len(off.loads) == 2 and all(a.partner is None for a in off.loads)
+    row = Buffer("r", f32, (8, 48), "input")
+    half = Select(
+        binary("lt", J, Const(24)),
+        Load(row, (I, binary("add", J, Const(24)))),
+        Load(row, (I, binary("sub", J, Const(24)))),
+    )
+    out = Buffer("o", f32, (8, 48), "output")
+    twelve = Seq((Store(out, (I, J), binary("add", Load(row, (I, J)), half)),))
+    plan = plan_packs("j", Const(48), twelve, "g")
+    assert len(plan.loads) == 2  # 12 packs a row: no power-of-two group of threads to shuffle in
+    assert all(a.partner is None for a in share_partner_loads(plan, Const(48), twelve, "g").loads)
+
+def test_a_value_over_the_partner_pack_is_computed_by_the_partner_and_exchanged() -> None:
+    """`x * s * y` of the rotated half (s uniform over the row) is the partner thread's own
+    `x * s * y`: computed once per pack into a lane array, exchanged whole (one shuffle a word),
+    and read by both branches; neither the partner's x nor its y is then held."""
+    scale = Buffer("scale", f32, (8,), "input")
+    s = Var("s", f32)
+
+    def normed(c):
+        return binary("mul", binary("mul", Load(X, (I, c)), s), Load(Y, (c,)))
+
+    body = Seq((Let("s", Load(scale, (I,))), Store(OUT, (I, J), binary("add", normed(J), _rotated(normed)))))
+    plan = _shared(body)
+    (x,) = plan.exchanges
+    assert x.own == normed(J) and (x.across, x.offset) == (16, 8) and len(x.partner) == 2
+    code = PackCode(plan, "j_b")
+    prologue = code.prologue(CExpr({}), body)
+    assert "lane_group_exchange<16, 8>(ge0_, ge0x_);" in prologue
+    assert not any(line.startswith("lane_group_exchange") and "gl" in line for line in prologue)
+    assert "for (int l_ = 0; l_ < 4; ++l_) ge0_[l_] = ((gl0_[l_] * s) * gl1_[l_]);" in prologue
+    lanes = "\n".join(code.lanes(body, CExpr({})))
+    assert "(ge0_[l_] + ((j < int64_t(32LL)) ? (-ge0x_[l_]) : ge0x_[l_]))" in lanes

@@ -43,7 +43,7 @@ from .in_place import InPlace, describe, plan_in_place
 from .options import ATTENTION
 from .placed import PlacedGrid, plan_placed
 from .serial import SerialCode, largest_count
-from .vector import PackPlan, plan_packs, share_folds
+from .vector import PackPlan, plan_packs, share_folds, share_partner_loads
 
 # Threads per CTA of a flat grid: light bodies (no loops) and heavy ones.
 GRID_THREADS = 256
@@ -370,7 +370,7 @@ def _grid(r: Realizer) -> list[Realization]:
         last = chain[-1]
         plan = plan_packs(last.var, last.extent, body, "g")
         if isinstance(plan, PackPlan):
-            packs = share_folds(plan, last.extent)
+            packs = share_partner_loads(share_folds(plan, last.extent), last.extent, body, "g")
             names = ", ".join(b.name for b in plan.buffers)
             notes.append(
                 f"cuda: 16-byte packs of {plan.lanes} along {last.var} ({names}); the host launches "
@@ -382,6 +382,17 @@ def _grid(r: Realizer) -> list[Realization]:
                 if f.across > 1
                 else f"cuda: fold {f.name} over its whole row in each pack"
                 for f in packs.folds
+            ]
+            notes += [
+                f"cuda: {a.buffer.name}'s pack {a.name} is the pack of the thread {a.partner[2]} away in its "
+                f"row (exchanged by shuffles where read, not loaded)"
+                for a in packs.loads
+                if a.partner is not None
+            ]
+            notes += [
+                f"cuda: {x.name} computed over this thread's pack, the partner's read from its exchanged "
+                f"copy {x.name_x}"
+                for x in packs.exchanges
             ]
         else:
             notes.append(f"cuda: no 16-byte packs along {last.var}: {plan}")

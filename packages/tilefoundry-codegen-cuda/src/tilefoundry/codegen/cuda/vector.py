@@ -38,6 +38,7 @@ from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
 from tilefoundry.ir.tile.expr import (
     COMPARISONS,
     Bin,
+    Cast,
     Const,
     Expr,
     Fold,
@@ -53,6 +54,7 @@ from tilefoundry.ir.tile.expr import (
     rebuild,
     sub,
     substitute,
+    transform,
     walk,
 )
 from tilefoundry.ir.tile.stmt import Assign, Buffer, Let, Seq, Stmt, Store
@@ -73,6 +75,9 @@ class Access:
     `guard`: the pack-uniform Select branches the access sits under; the pack is loaded only
     when all of them are taken (empty: always). `merged`: the indices of the two branch loads
     this one stands for (`merge_branch_loads`), its own index selecting between them.
+    `partner`: (own, across, offset) when the pack is another thread's lane array `own`, the
+    thread `offset` away by xor among the `across` that share a row (`share_partner_loads`):
+    exchanged by shuffles, not loaded.
     """
 
     buffer: Buffer
@@ -80,6 +85,7 @@ class Access:
     name: str
     guard: Guard = ()
     merged: tuple[tuple[Expr, ...], ...] = ()
+    partner: tuple[str, int, int] | None = None
 
     @property
     def reads(self) -> tuple[tuple[Expr, ...], ...]:
@@ -106,6 +112,26 @@ class FoldPlan:
 
 
 @dataclass(frozen=True)
+class Exchange:
+    """A value of the partner thread's pack, computed by that thread and passed by shuffles.
+
+    `own` is the value at this thread's lanes, computed into lane array `name`; each of `partner`
+    (one a branch) is the same value over the partner's pack, read from `name`'s exchanged copy
+    `name_x`. Rotate-half's normalized other half is the partner's own normalized half.
+    """
+
+    own: Expr
+    partner: tuple[Expr, ...]
+    name: str
+    across: int
+    offset: int
+
+    @property
+    def name_x(self) -> str:
+        return f"{self.name[:-1]}x_"
+
+
+@dataclass(frozen=True)
 class PackPlan:
     """N lanes per pack over loop variable `var`; the loads and stores moved as packs.
 
@@ -119,6 +145,7 @@ class PackPlan:
     stores: tuple[Access, ...]
     hoisted: frozenset[str] = frozenset()
     folds: tuple[FoldPlan, ...] = ()
+    exchanges: tuple[Exchange, ...] = ()
 
     @property
     def buffers(self) -> tuple[Buffer, ...]:
@@ -431,6 +458,173 @@ def share_folds(plan: PackPlan, extent: Expr) -> PackPlan:
     return replace(plan, folds=tuple(shared))
 
 
+def share_partner_loads(plan: PackPlan, extent: Expr, body: Stmt, prefix: str) -> PackPlan:
+    """`plan` with each pack that another thread of the row loads as its own taken from that
+    thread by shuffles (a flat grid, the row's packs on consecutive threads, as `share_folds`).
+
+    A load qualifies when it is unguarded and reads, at pack p of the row, the pack p ^ m (m a
+    power of two) of a buffer row this plan also loads unguarded at pack p: rotate-half's merged
+    `x[j < 64 ? j + 64 : j - 64]` beside `x[j]`. One load fewer per pack, and no second round
+    trip for a row the partner thread already holds. A whole value over such packs (the
+    normalized `x * rsqrt(..) * g` of the other half) is exchanged once computed (`Exchange`):
+    the partner computes it anyway, and its operands need no registers here.
+    """
+    if not (isinstance(extent, Const) and isinstance(extent.value, int)):
+        return plan
+    n = plan.lanes
+    across = extent.value // n
+    if across < 2 or across > 32 or across & (across - 1):
+        return plan
+    own: dict[tuple[int, tuple[Expr, ...]], list[tuple[Expr, str]]] = {}
+    for a in plan.loads:
+        at = _lane_offset(a.index, plan.var)
+        if not a.guard and at is not None:
+            own.setdefault((id(a.buffer), a.index[:-1]), []).append((at, a.name))
+    shared = []
+    for a in plan.loads:
+        mates = own.get((id(a.buffer), a.index[:-1]), []) if not a.guard else []
+        found = next(
+            (
+                (name, offset)
+                for at, name in mates
+                if name != a.name and (offset := _xor_offset(a.index[-1], at, plan.var, n, across))
+            ),
+            None,
+        )
+        shared.append(replace(a, partner=(found[0], across, found[1])) if found else a)
+    plan = replace(plan, loads=tuple(shared))
+    return replace(plan, exchanges=_exchanges(plan, body, prefix))
+
+
+def _exchanges(plan: PackPlan, body: Stmt, prefix: str) -> tuple[Exchange, ...]:
+    """The largest values of the body that read only partner packs and row-uniform names."""
+    stmts = body.body if isinstance(body, Seq) else (body,)
+    moving = {plan.var} | {s.name for s in stmts if isinstance(s, Let)} - plan.hoisted
+    reads = {(id(a.buffer), index): a for a in plan.loads if a.partner is not None for index in a.reads}
+    owners = {a.name: a for a in plan.loads}
+
+    def partner_of(e: Expr) -> tuple[int, int] | bool | None:
+        """(across, offset) that all its loads share; False when it reads anything moving or a Fold."""
+        if isinstance(e, Load):
+            a = reads.get((id(e.buffer), e.index))
+            return a.partner[1:] if a is not None and a.partner is not None else False
+        if isinstance(e, Fold) or (isinstance(e, Var) and e.name in moving):
+            return False
+        found: set[tuple[int, int]] = set()
+        for k in children(e):
+            got = partner_of(k)
+            if got is False:
+                return False
+            if got is not None:
+                found.add(got)  # type: ignore[arg-type]
+        return found.pop() if len(found) == 1 else (None if not found else False)
+
+    def own_load(x: Expr) -> Expr | None:
+        if not isinstance(x, Load):
+            return None
+        mine = reads[(id(x.buffer), x.index)].partner[0]  # type: ignore[index]
+        return Load(x.buffer, owners[mine].index)
+
+    found: dict[Expr, list[Expr]] = {}
+    keys: dict[Expr, tuple[int, int]] = {}
+
+    def narrowest(e: Expr) -> Expr:
+        """The narrowest value through `e`'s chain of negations and casts (deepest on a tie): the
+        fewest words to shuffle, and the value a branch's `-x` and the other's `x` share."""
+        best = e
+        while isinstance(e, (Un, Cast)):
+            e = e.a
+            if e.dtype.itemsize <= best.dtype.itemsize:
+                best = e
+        return best
+
+    def visit(e: Expr) -> None:
+        got = partner_of(e) if not isinstance(e, Load) else False
+        if got:
+            e = narrowest(e)
+            if isinstance(e, Load):  # the partner's pack itself: exchanged as a load (`partner`)
+                return
+            own = transform(e, own_load)
+            found.setdefault(own, []).append(e)
+            keys[own] = got  # type: ignore[assignment]
+            return
+        for k in children(e):
+            visit(k)
+
+    for st in stmts:
+        if isinstance(st, (Let, Store, Assign)) and not (isinstance(st, Let) and st.name in plan.hoisted):
+            visit(st.value)
+    return tuple(
+        Exchange(own, tuple(dict.fromkeys(partners)), f"{prefix}e{i}_", *keys[own])
+        for i, (own, partners) in enumerate(found.items())
+    )
+
+
+def _xor_offset(index: Expr, at: Expr, var: str, lanes: int, across: int) -> int | None:
+    """m when `index`, at the pack base `p * lanes`, is `at` plus `(p ^ m) * lanes` for every
+    p < across (m a power of two): the pack the thread m away by xor loads at `[var + at]`."""
+    found = None
+    for p in range(across):
+        shift = _pack_shift(index, at, var, p * lanes)
+        if shift is None or shift % lanes or not 0 <= shift // lanes < across:
+            return None
+        m = p ^ (shift // lanes)
+        if found is not None and m != found:
+            return None
+        found = m
+    return found if found and found & (found - 1) == 0 else None
+
+
+def _pack_shift(index: Expr, at: Expr, var: str, base: int) -> int | None:
+    """The element `index` reads relative to `at` when `var` is `base`: through Selects whose
+    conditions compare `var` with constants, to `var + s` with `s - at` a constant."""
+    if isinstance(index, Select):
+        cond = _static_int(substitute(index.cond, {var: Const(base)}))
+        return None if cond is None else _pack_shift(index.a if cond else index.b, at, var, base)
+    s = _lane_offset((index,), var)
+    if s is None:
+        return None
+    (symbols, shift), (symbols_at, shift_at) = _split(s), _split(at)
+    return base + shift - shift_at if symbols == symbols_at else None
+
+
+def _split(e: Expr) -> tuple[list[tuple[int, Expr]], int]:
+    """`e`'s signed terms that are not constants (sorted), and the sum of those that are."""
+    symbols, total = [], 0
+    for sign, t in _terms(e):
+        v = _static_int(t)
+        if v is None or isinstance(v, bool):
+            symbols.append((sign, t))
+        else:
+            total += sign * v
+    return sorted(symbols, key=repr), total
+
+
+_STATIC_OPS: dict[str, Callable[[int, int], int | bool]] = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
+}
+
+
+def _static_int(e: Expr) -> int | bool | None:
+    """The value of an index expression over constants (sums, products, comparisons, Selects),
+    or None when it has another node."""
+    if isinstance(e, Const):
+        return e.value if isinstance(e.value, (int, bool)) else None
+    if isinstance(e, Bin) and e.op in _STATIC_OPS:
+        a, b = _static_int(e.a), _static_int(e.b)
+        return None if a is None or b is None else _STATIC_OPS[e.op](a, b)
+    if isinstance(e, Select):
+        c = _static_int(e.cond)
+        return None if c is None else _static_int(e.a if c else e.b)
+    return None
+
+
 def _reading_folds(lets: list[Let]) -> set[str]:
     """The definitions among `lets` (in order) that read a Fold, directly or through another."""
     out: set[str] = set()
@@ -495,6 +689,8 @@ class PackCode:
             out = []
         out += [self._let(cx, s) for s in hoisted if s.name not in late]
         for a in self.plan.loads:
+            if a.partner is not None:
+                continue
             load = f"load_pack<{n}>({self._at(cx, a)}, {a.name});"
             if a.name in self.held:
                 out += [load] if self.held[a.name] else []
@@ -503,9 +699,57 @@ class PackCode:
                 f"{ctype(a.buffer.dtype)} {a.name}[{n}];",
                 f"if ({self._when(cx, a.guard)}) {load}" if a.guard else load,
             ]
+        read = self._partner_reads(stmts)
+        for a in self.plan.loads:
+            if a.partner is not None and a.name in read:
+                mine, across, offset = a.partner
+                out += [
+                    f"{ctype(a.buffer.dtype)} {a.name}[{n}];",
+                    f"lane_group_exchange<{across}, {offset}>({mine}, {a.name});",
+                ]
         out += folds + [self._let(cx, s) for s in hoisted if s.name in late]
+        for x in self.plan.exchanges:  # after the folds and the definitions they feed
+            t = ctype(x.own.dtype)
+            out += [
+                f"{t} {x.name}[{n}];",
+                "#pragma unroll",
+                f"for (int l_ = 0; l_ < {n}; ++l_) {x.name}[l_] = {cx(self._lane_value(x.own, own=True))};",
+                f"{t} {x.name_x}[{n}];",
+                f"lane_group_exchange<{x.across}, {x.offset}>({x.name}, {x.name_x});",
+            ]
         out += [f"{ctype(a.buffer.dtype)} {a.name}[{n}];" for a in self.plan.stores]
         return out
+
+    def _exchanged(self, e: Expr) -> Expr:
+        """`e` with each exchanged value read from its lane array (own or the partner's copy)."""
+        table: dict[Expr, str] = {}
+        for x in self.plan.exchanges:
+            table[x.own] = f"{x.name}[l_]"
+            table.update({p: f"{x.name_x}[l_]" for p in x.partner})
+        if not table:
+            return e
+
+        def swap(y: Expr) -> Expr:
+            if (name := table.get(y)) is not None:
+                return Var(name, y.dtype)
+            kids = children(y)
+            new = tuple(swap(k) for k in kids)
+            return y if all(a is b for a, b in zip(new, kids, strict=True)) else rebuild(y, new)
+
+        return swap(e)
+
+    def _lane_value(self, e: Expr, *, own: bool = False) -> Expr:
+        """`e` as lane `l_` reads it: exchanged values (unless `e` is one's `own`), then lane
+        arrays and folds."""
+        folds = {f.fold: f.name for f in self.plan.folds}
+        return _lane_reads(e if own else self._exchanged(e), self.plan.loads, folds)
+
+    def _partner_reads(self, stmts: tuple[Stmt, ...]) -> set[str]:
+        """The partner packs the lanes still read once exchanged values are swapped in."""
+        names = {(id(a.buffer), i): a.name for a in self.plan.loads if a.partner is not None for i in a.reads}
+        values = [self._exchanged(s.value) for s in stmts if isinstance(s, (Let, Store, Assign))]
+        found = (names.get((id(x.buffer), x.index)) for v in values for x in walk(v) if isinstance(x, Load))
+        return {n for n in found if n is not None}
 
     def _let(self, cx: CExpr, s: Let) -> str:
         return f"const {ctype(s.value.dtype)} {s.name} = {cx(self._swap_folds(s.value))};"
@@ -559,11 +803,7 @@ class PackCode:
     def lanes(self, body: Stmt, cx: CExpr) -> list[str]:
         """The unrolled lanes; packed loads read `name[l_]`, packed stores write it."""
         stores = {(id(a.buffer), a.index): a.name for a in self.plan.stores}
-
-        folds = {f.fold: f.name for f in self.plan.folds}
-
-        def swap(e: Expr) -> Expr:
-            return _lane_reads(e, self.plan.loads, folds)
+        swap = self._lane_value
 
         lines = [
             "#pragma unroll",

@@ -10,6 +10,8 @@
 // index order), so every lane holds bitwise the same result and reruns reproduce it.
 #pragma once
 
+#include <cstring>
+
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
 
 namespace tilefoundry::atoms {
@@ -81,6 +83,29 @@ __device__ T lane_group_reduce(Combine op, T v) {
     for (int offset = Lanes / 2; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(mask, v, offset, Lanes));
   }
   return v;
+}
+
+/**
+ * @brief `out` <- the lane array `own` of the lane `Offset` away by xor in the same group of
+ *        `Lanes` consecutive lanes: a pack of a short row that the row's partner thread loaded
+ *        (rotate-half's other half), passed by shuffles instead of loaded again.
+ *
+ * Every lane of the group must call it, as for lane_group_reduce.
+ */
+template <int Lanes, int Offset, int N, class T>
+__device__ void lane_group_exchange(T const (&own)[N], T (&out)[N]) {
+  static_assert(Lanes >= 2 && Lanes <= 32 && (Lanes & (Lanes - 1)) == 0 && Offset > 0 && Offset < Lanes &&
+                    (Offset & (Offset - 1)) == 0,
+                "lane_group_exchange: Lanes a power of two in [2, 32], Offset a smaller power of two");
+  static_assert(N * sizeof(T) % 4 == 0, "lane_group_exchange: whole 32-bit words");
+  constexpr int words = N * sizeof(T) / 4;
+  unsigned const first = threadIdx.x % 32 / Lanes * Lanes;
+  unsigned const mask = Lanes == 32 ? 0xffffffffu : ((1u << Lanes) - 1u) << first;
+  unsigned w[words];
+  memcpy(w, own, sizeof(w));
+#pragma unroll
+  for (int i = 0; i < words; ++i) w[i] = __shfl_xor_sync(mask, w[i], Offset, Lanes);
+  memcpy(out, w, sizeof(w));
 }
 
 /// Barrier over the lanes of one group: __syncwarp for a warp, __syncthreads for the CTA.
