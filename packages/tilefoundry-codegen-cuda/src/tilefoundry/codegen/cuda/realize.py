@@ -384,14 +384,8 @@ def _grid(r: Realizer) -> list[Realization]:
                 for f in packs.folds
             ]
             notes += [
-                f"cuda: {a.buffer.name}'s pack {a.name} is the pack of the thread {a.partner[2]} away in its "
-                f"row (exchanged by shuffles where read, not loaded)"
-                for a in packs.loads
-                if a.partner is not None
-            ]
-            notes += [
-                f"cuda: {x.name} computed over this thread's pack, the partner's read from its exchanged "
-                f"copy {x.name_x}"
+                f"cuda: {x.name} computed over this thread's pack; the same value over the pack of the "
+                f"thread {x.offset} away in its row read from its copy {x.name_x}, exchanged by shuffles"
                 for x in packs.exchanges
             ]
         else:

@@ -23,7 +23,10 @@ A `Fold` (a short row's statistic a reader recomputes) must not move with `j`: t
 it once, before its lanes, under the branches its reads sit under, its own loads in packs
 along the fold's variable when they qualify as above. Where the fold spans exactly the loop's
 extent and consecutive threads take a row's packs (a flat grid, `share_folds`), each thread
-folds its own pack and the row's threads combine their partials by warp shuffles.
+folds its own pack and the row's threads combine their partials by warp shuffles. There, too,
+a value that reads only the packs the row's thread p ^ m loads as its own (rotate-half's
+normalized other half) is that thread's own value: it is computed there and passed by shuffles
+(`share_partner_loads`).
 
     for j in 0..64: out[i, j] = exp(x[i, j]) + y[j]      (f32: N = 4)
       ->  load_pack<4>(x + i*64 + jb); load_pack<4>(y + jb); 4 lanes; store_pack<4>(out + i*64 + jb)
@@ -76,8 +79,8 @@ class Access:
     when all of them are taken (empty: always). `merged`: the indices of the two branch loads
     this one stands for (`merge_branch_loads`), its own index selecting between them.
     `partner`: (own, across, offset) when the pack is another thread's lane array `own`, the
-    thread `offset` away by xor among the `across` that share a row (`share_partner_loads`):
-    exchanged by shuffles, not loaded.
+    thread `offset` away by xor among the `across` that share a row (`share_partner_loads`); it
+    is not loaded when every read of it is inside an `Exchange`.
     """
 
     buffer: Buffer
@@ -459,15 +462,19 @@ def share_folds(plan: PackPlan, extent: Expr) -> PackPlan:
 
 
 def share_partner_loads(plan: PackPlan, extent: Expr, body: Stmt, prefix: str) -> PackPlan:
-    """`plan` with each pack that another thread of the row loads as its own taken from that
-    thread by shuffles (a flat grid, the row's packs on consecutive threads, as `share_folds`).
+    """`plan` with each value over packs that another thread of the row loads as its own taken
+    from that thread by shuffles (a flat grid, the row's packs on consecutive threads, as
+    `share_folds`).
 
-    A load qualifies when it is unguarded and reads, at pack p of the row, the pack p ^ m (m a
-    power of two) of a buffer row this plan also loads unguarded at pack p: rotate-half's merged
-    `x[j < 64 ? j + 64 : j - 64]` beside `x[j]`. One load fewer per pack, and no second round
-    trip for a row the partner thread already holds. A whole value over such packs (the
-    normalized `x * rsqrt(..) * g` of the other half) is exchanged once computed (`Exchange`):
-    the partner computes it anyway, and its operands need no registers here.
+    A load is a partner pack when it is unguarded and reads, at pack p of the row, the pack
+    p ^ m (m a power of two) of a buffer row this plan also loads unguarded at pack p:
+    rotate-half's merged `x[j < 64 ? j + 64 : j - 64]` beside `x[j]`. A value computed from
+    partner packs and row-uniform names alone (the normalized `x * rsqrt(..) * g` of the other
+    half) is the partner thread's own value: it computes it anyway, so it is exchanged once
+    computed (`Exchange`), and its operands need neither loads nor registers here (the head-norm
+    rope kernel: 51 -> 42 registers). A partner pack read bare stays a load: exchanging it would
+    put a shuffle after the load on the pack's path and save no register (rope measured 1-2%
+    slower so on the H200, 2026-12-01).
     """
     if not (isinstance(extent, Const) and isinstance(extent.value, int)):
         return plan
@@ -688,9 +695,10 @@ class PackCode:
         else:
             out = []
         out += [self._let(cx, s) for s in hoisted if s.name not in late]
+        read = self._partner_reads(stmts)
         for a in self.plan.loads:
-            if a.partner is not None:
-                continue
+            if a.partner is not None and a.name not in read:
+                continue  # every read of it is through an exchanged value
             load = f"load_pack<{n}>({self._at(cx, a)}, {a.name});"
             if a.name in self.held:
                 out += [load] if self.held[a.name] else []
@@ -699,14 +707,6 @@ class PackCode:
                 f"{ctype(a.buffer.dtype)} {a.name}[{n}];",
                 f"if ({self._when(cx, a.guard)}) {load}" if a.guard else load,
             ]
-        read = self._partner_reads(stmts)
-        for a in self.plan.loads:
-            if a.partner is not None and a.name in read:
-                mine, across, offset = a.partner
-                out += [
-                    f"{ctype(a.buffer.dtype)} {a.name}[{n}];",
-                    f"lane_group_exchange<{across}, {offset}>({mine}, {a.name});",
-                ]
         out += folds + [self._let(cx, s) for s in hoisted if s.name in late]
         for x in self.plan.exchanges:  # after the folds and the definitions they feed
             t = ctype(x.own.dtype)
