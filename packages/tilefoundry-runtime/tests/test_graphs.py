@@ -101,6 +101,38 @@ def test_replayed_decode_steps_give_the_eager_tokens(recorder):
     )
 
 
+class TabledLM(RunningSumLM):
+    """Inputs of two dtypes, one a 0-dim tensor and one a non-contiguous view of a fixed table."""
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__(seed)
+        self.table = torch.randn(D, 16, generator=torch.Generator().manual_seed(seed + 1))
+
+    def prepare_inputs_for_generation(self, input_ids, step, caches, *, device):
+        token, pos, caches = super().prepare_inputs_for_generation(input_ids, step, caches, device=device)
+        return token, pos, torch.tensor(step + 1, device=device), self.table.to(device).t()[step], caches
+
+    def __call__(self, token, pos, kv_len, row, caches):
+        logits, fresh = super().__call__(token, pos, caches)
+        return logits + (row @ self.out) * kv_len.float(), fresh
+
+
+def test_static_inputs_of_one_dtype_are_copied_in_together(recorder):
+    """Each step's inputs reach the graph's static buffers, one copy a dtype: the int64 token,
+    position and 0-dim length, and the f32 row read through a transposed view."""
+    prompt = [3, 7, 1]
+    model = TabledLM()
+    dec = DecodeGraph(model, "cpu", explicit=True)
+    caches = model.init_caches(device="cpu")
+    ids = torch.tensor([4, 2, 9, 1, 5, 6, 0, 8])
+    for step in range(3):
+        _, caches = dec.step(ids, step, caches)
+    groups = {flat.dtype: len(members) for flat, members in dec._graph.groups}
+    assert groups == {torch.int64: 3, torch.float32: 1}
+    out = generate(TabledLM(), prompt, max_new_tokens=10, cuda_graph=True)
+    assert out.cuda_graph and out.tokens.tolist() == _eager(TabledLM(), prompt, 10).tokens.tolist()
+
+
 def test_replays_count_every_step_after_the_warm_up(recorder):
     model = RunningSumLM()
     dec = DecodeGraph(model, "cpu", explicit=True)

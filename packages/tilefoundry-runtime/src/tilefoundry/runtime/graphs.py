@@ -174,13 +174,25 @@ class _Graph:
         self.caches = caches
         state, state_spec = flatten(caches)
         self.state_index = _state_index(caches)
-        # Every tensor input but the caches gets a static buffer the per-step inputs are copied into.
-        self.slots = [
-            i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor) and id(x) not in self.state_index
-        ]
+        # Every tensor input but the caches gets a static buffer the per-step inputs are copied into:
+        # the buffers of one dtype and device are views of one flat tensor, so that a step's inputs
+        # are copied by one kernel a dtype (`torch.cat` into it), not one copy an input.
+        state_index = self.state_index
+        slots = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor) and id(x) not in state_index]
         self.static = list(leaves)
-        for i in self.slots:
-            self.static[i] = leaves[i].clone()
+        kinds: dict[tuple[torch.dtype, torch.device], list[int]] = {}
+        for i in slots:
+            kinds.setdefault((leaves[i].dtype, leaves[i].device), []).append(i)
+        self.groups: list[tuple[torch.Tensor, list[int]]] = []
+        for (dtype, device), members in kinds.items():
+            flat = torch.empty(sum(leaves[i].numel() for i in members), dtype=dtype, device=device)
+            start = 0
+            for i in members:
+                n = leaves[i].numel()
+                self.static[i] = flat[start : start + n].view(leaves[i].shape)
+                start += n
+            self.groups.append((flat, members))
+        self._copy_in(leaves)
         static_inputs = unflatten(self.spec, self.static)
 
         def step() -> torch.Tensor:
@@ -195,10 +207,14 @@ class _Graph:
 
         self.replay, self.logits = recorder.capture(step)
 
+    def _copy_in(self, leaves: list[Any]) -> None:
+        """The per-step tensors among the inputs' `leaves` into the static buffers."""
+        for flat, members in self.groups:
+            torch.cat([leaves[i].reshape(-1) for i in members], out=flat)
+
     def run(self, leaves: list[Any]) -> torch.Tensor:
         """Copy the per-step tensors among the inputs' `leaves` into the static buffers and replay."""
-        if self.slots:
-            torch._foreach_copy_([self.static[i] for i in self.slots], [leaves[i] for i in self.slots])
+        self._copy_in(leaves)
         self.replay()
         return self.logits
 
