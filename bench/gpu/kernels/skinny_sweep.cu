@@ -69,6 +69,22 @@ struct Sink {  // keeps every member's sum live without writing C
   }
 };
 
+struct SiluMul {  // gate/up's epilogue in a decode layer: h = silu(gate) * up, down's A
+  T* h;
+  __device__ void operator()(int, int64_t, int64_t n, int64_t, T const (&c)[2]) const {
+    float const g = static_cast<float>(c[0]);
+    h[n] = T(g / (1.0f + __expf(-g)) * static_cast<float>(c[1]));
+  }
+};
+
+struct AddResidual {  // down's epilogue in a decode layer: the residual stream plus its result
+  T const* r;
+  T* c;
+  __device__ void operator()(int, int64_t, int64_t n, int64_t, T const (&v)[1]) const {
+    c[n] = T(static_cast<float>(r[n]) + static_cast<float>(v[0]));
+  }
+};
+
 struct Collect {  // every member's results as f32, member by member
   float* c[kSkinnyBtMembers];
   template <int G>
@@ -186,17 +202,18 @@ struct Gemv {
   }
   /// The settled launch with PDL or without it, holding at most `per_sm` CTAs an SM (0: as many as
   /// fit) by asking for shared memory it does not use.
-  void launch_as(int i, cudaStream_t st, bool pdl, int per_sm) {
+  template <class Out = Sink>
+  void launch_as(int i, cudaStream_t st, bool pdl, int per_sm, Out out = {}) {
     bench.point(rows, i, true);
-    auto* kernel = gemm_skinny_nk<T, 1, G, R, U, Sink>;
+    auto* kernel = gemm_skinny_nk<T, 1, G, R, U, Out>;
     size_t pad = 0;
     if (per_sm > 0) skinny_cap_ctas(kernel, per_sm, pad);
     T const* a = bench.A;
     if (pdl) {
-      launch_kernel(kernel, grid, dim3(kSkinnyBtWarps * 32), pad, st, a, rows, int64_t(1), bench.s.k, Sink{},
+      launch_kernel(kernel, grid, dim3(kSkinnyBtWarps * 32), pad, st, a, rows, int64_t(1), bench.s.k, out,
                     NoPrologue{});
     } else {
-      kernel<<<grid, kSkinnyBtWarps * 32, pad, st>>>(a, rows, int64_t(1), bench.s.k, Sink{}, NoPrologue{});
+      kernel<<<grid, kSkinnyBtWarps * 32, pad, st>>>(a, rows, int64_t(1), bench.s.k, out, NoPrologue{});
     }
   }
 };
@@ -388,6 +405,25 @@ void pair_sweep() {
     down_r1.launch_as(i, st, true, 0);
   });
   std::printf("  %-26s %5.1f us\n", "PDL, R1U4 (512 CTAs)", r1 - first);
+  // As a decode layer runs them: gate/up writes down's A through silu * mul, and down adds its
+  // result to the residual stream (in the step, down's marginal is 13.7 us a layer against the
+  // 9.1-9.5 above: are the epilogues the difference?).
+  T* x;
+  cudaMalloc(&x, 2 * dn.s.n[0] * sizeof(T));
+  fill_random<<<16, 256>>>(x, 2 * dn.s.n[0], 11);
+  AddResidual const add{x, x + dn.s.n[0]};
+  auto decode_like = [&](int i, cudaStream_t st) {
+    launch_kernel(norm_row, dim3(1), dim3(256), 0, st, gu.A, gu.s.k);
+    gate_up.launch(i, st, true, SiluMul{dn.A});
+  };
+  float const first_h = per_step(decode_like);
+  float const epilogues = per_step([&](int i, cudaStream_t st) {
+    decode_like(i, st);
+    down.launch_as(i, st, true, 0, add);
+  });
+  std::printf("  %-26s %5.1f us (norm + gate/up writing h: %.1f us)\n", "PDL, both epilogues", epilogues - first_h,
+              first_h);
+  cudaFree(x);
 }
 
 /// The MLP pair behind a latency-bound stretch (attention in a decode layer) that prefetches down's
