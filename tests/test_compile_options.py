@@ -57,7 +57,8 @@ def test_every_declared_cuda_default_emits_what_absence_emits() -> None:
     """Each option of the planner and of cuda, given as its declared default, generates the same .cu."""
     defaults = _defaults("cuda")
     planner = {"vectorize", "reassociate", "gemm", "gemm_fusion"}
-    assert set(defaults) == planner | {"arch", "portable", "attention", "gemm_tile", "batch_launches"}
+    own = {"arch", "portable", "attention", "gemm_tile", "batch_launches", "grid_ctas_per_sm"}
+    assert set(defaults) == planner | own
 
     assert cat.cuda_source(proj, defaults) == cat.cuda_source(proj, {})
 
@@ -88,7 +89,8 @@ def test_a_cuda_typo_is_refused_before_the_target_is_required() -> None:
         tilefoundry.compile(proj, target="cuda", options={"batch_launch": False})
     assert str(err.value) == (
         "cuda: unknown compile option 'batch_launch' (did you mean 'batch_launches'?); cuda accepts arch, "
-        "attention, batch_launches, gemm, gemm_fusion, gemm_tile, portable, reassociate, vectorize "
+        "attention, batch_launches, gemm, gemm_fusion, gemm_tile, grid_ctas_per_sm, portable, reassociate, "
+        "vectorize "
         "(options['batch_launch'])"
     )
 
@@ -97,6 +99,7 @@ def test_a_cuda_typo_is_refused_before_the_target_is_required() -> None:
     ("target", "name", "value", "expected"),
     [
         ("cuda", "gemm_tile", 128, "one of auto, 128x128, 128x256, 256x128"),
+        ("cuda", "grid_ctas_per_sm", 1, "one of 2, 3, 4, 5, 6, 7, 8, None"),
         ("cuda", "arch", "sm_70", "one of sm_80, sm_90, sm_90a, None"),
         ("cuda", "portable", "yes", "False or True"),
         ("cpu", "vectorize", 1, "True or False"),

@@ -79,6 +79,24 @@ def test_decode_attention_launches_rope_and_cache_update_once_with_the_head_norm
     assert "// batch attention__checks_k0_batch: checks + k0_rms_norm" in text
 
 
+def test_grid_ctas_per_sm_caps_the_registers_of_packed_grids_only() -> None:
+    """Option grid_ctas_per_sm=6 puts `__launch_bounds__(threads, 6)` on every packed flat grid, a
+    batch of them included; their scalar twins and the row kernels keep ptxas's choice, as does
+    every kernel without the option."""
+    fn = decode_attention()
+    catalog = arch_catalog("sm_90a")
+    opts = {"grid_ctas_per_sm": 6}
+    capped = emit_module(fn.name, (schedule_function(fn, catalog, opts),), catalog, opts)
+    found = re.findall(r"__global__ void __launch_bounds__\(([\d, ]+)\) (\w+)\(", capped)
+    heads = {name: bounds for bounds, name in found}
+    assert heads["attention__k7_k8_batch_packed"].endswith(", 6")
+    assert ", " not in heads["attention__k7_k8_batch"]
+    assert ", " not in heads["attention__checks_k0_batch_packed"]  # a rows member: not a grid
+    assert "registers capped for 6 CTAs an SM (grid_ctas_per_sm)" in capped
+    plain = emit_module(fn.name, (schedule_function(fn, catalog, {}),), catalog, {})
+    assert not re.search(r"__launch_bounds__\(\d+, ", plain)
+
+
 @pytest.fixture(scope="module")
 def linked():
     require_nvcc()

@@ -51,7 +51,7 @@ from tilefoundry.ir.target import TargetCatalog
 from tilefoundry.ir.tile.cexpr import cname, ctype
 from tilefoundry.ir.tile.stmt import Buffer, Program
 
-from .kernels import BODIES, Span, in_place_args, in_place_params, kernel_comment
+from .kernels import BODIES, Span, in_place_args, in_place_params, kernel_comment, launch_bounds
 from .options import BATCH_LAUNCHES
 from .realize import STATIC_SMEM_BYTES, Realization
 from .serial import indent
@@ -250,8 +250,9 @@ def batch_args(program: Program, b: Batch) -> list[str]:
 
 def _kernel(program: Program, b: Batch, packed: bool) -> list[str]:
     name = f"{b.name}_packed" if packed else b.name
+    min_ctas = max((r.min_ctas for r in b.members), default=0) if packed else 0
     out = [
-        f"__global__ void __launch_bounds__({b.threads}) {name}({batch_params(program, b)}) {{",
+        f"__global__ void {launch_bounds(b.threads, min_ctas)}{name}({batch_params(program, b)}) {{",
         "  pdl_begin();  // launched with programmatic dependent launch: wait for the inputs",
         "  const int64_t cta_ = blockIdx.x;",
     ]

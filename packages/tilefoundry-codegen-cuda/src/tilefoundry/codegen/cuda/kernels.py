@@ -117,11 +117,19 @@ def in_place_args(r: Realization) -> tuple[str, ...]:
     return (r.in_place.flag,) if r.in_place is not None else ()
 
 
+def launch_bounds(threads: int, min_ctas: int = 0) -> str:
+    """`__launch_bounds__(threads[, min_ctas]) ` (empty without threads): the CTA size, and the CTAs
+    an SM the registers must leave room for."""
+    if not threads:
+        return ""
+    return f"__launch_bounds__({threads}{f', {min_ctas}' if min_ctas else ''}) "
+
+
 def _head(r: Realization, program: Program, extra: tuple[str, ...] = (), variant: str = "") -> list[str]:
     k = r.kernel
     extra = (*extra, *in_place_params(r))
     lines = kernel_comment(k)
-    bounds = f"__launch_bounds__({r.threads}) " if r.threads else ""
+    bounds = launch_bounds(r.threads, r.min_ctas if variant else 0)
     lines.append(f"__global__ void {bounds}{r.name}{variant}({kernel_params(program, k, extra)}) {{")
     lines.append("  pdl_begin();  // launched with programmatic dependent launch: wait for the inputs")
     return lines

@@ -29,4 +29,10 @@ BATCH_LAUNCHES = Option(
     "launch consecutive independent kernels as one (docs/cuda.md) / every kernel alone",
     NAME,
 )
-OPTIONS = (ARCH, PORTABLE, ATTENTION, GEMM_TILE, BATCH_LAUNCHES)
+GRID_CTAS_PER_SM = Option(
+    "grid_ctas_per_sm", (2, 3, 4, 5, 6, 7, 8, None), None,
+    "CTAs an SM each packed flat grid is compiled to hold (`__launch_bounds__`'s minimum: ptxas caps "
+    "its registers to fit, spilling if it must); None: ptxas chooses",
+    NAME,
+)
+OPTIONS = (ARCH, PORTABLE, ATTENTION, GEMM_TILE, BATCH_LAUNCHES, GRID_CTAS_PER_SM)

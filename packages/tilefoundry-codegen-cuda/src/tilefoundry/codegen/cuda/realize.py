@@ -40,7 +40,7 @@ from tilefoundry.ir.tile.stmt import Alloc, AtomCall, Buffer, Check, For, Kernel
 from .attention import atom_blocker, atom_call, match_attention
 from .group import GroupCode, group_packs
 from .in_place import InPlace, describe, plan_in_place
-from .options import ATTENTION
+from .options import ATTENTION, GRID_CTAS_PER_SM
 from .placed import PlacedGrid, plan_placed
 from .serial import SerialCode, largest_count
 from .vector import PackPlan, plan_packs, share_folds, share_partner_loads
@@ -79,6 +79,7 @@ class Realization:
         messages: a check's distinct messages; a violation reports the 1-based position of its own.
         in_place: how a grid or rows launch runs only the kernel's region when its updated
             outputs are their sources (in_place.py).
+        min_ctas: the CTAs an SM the packed variant is compiled to hold (0: as ptxas chooses).
         notes: the decisions behind it, printed above the kernel.
     """
 
@@ -99,6 +100,7 @@ class Realization:
     messages: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
     in_place: InPlace | None = None
+    min_ctas: int = 0
 
     @property
     def plans(self) -> tuple[PackPlan, ...]:
@@ -143,6 +145,7 @@ class Realizer:
         self.reassociate = REASSOCIATE.read(options)
         self.attention = ATTENTION.read(options)
         self.gemm = GEMM.read(options)
+        self.grid_ctas = GRID_CTAS_PER_SM.read(options)
         self.smem_cap = min(STATIC_SMEM_BYTES, catalog.smem_bytes)
         self.dims: dict[str, str] = {}
 
@@ -383,6 +386,8 @@ def _grid(r: Realizer) -> list[Realization]:
                 else f"cuda: fold {f.name} over its whole row in each pack"
                 for f in packs.folds
             ]
+            if r.grid_ctas is not None:
+                notes.append(f"cuda: registers capped for {r.grid_ctas} CTAs an SM (grid_ctas_per_sm)")
             notes += [
                 f"cuda: {x.name} computed over this thread's pack; the same value over the pack of the "
                 f"thread {x.offset} away in its row read from its copy {x.name_x}, exchanged by shuffles"
@@ -390,7 +395,12 @@ def _grid(r: Realizer) -> list[Realization]:
             ]
         else:
             notes.append(f"cuda: no 16-byte packs along {last.var}: {plan}")
-    return [Realization("grid", r.name, r.k, chain, body, threads=threads, packs=packs, notes=notes)]
+    min_ctas = r.grid_ctas if packs is not None and r.grid_ctas is not None else 0
+    return [
+        Realization(
+            "grid", r.name, r.k, chain, body, threads=threads, packs=packs, notes=notes, min_ctas=min_ctas
+        )
+    ]
 
 
 def _pow2_ceil(n: int) -> int:
