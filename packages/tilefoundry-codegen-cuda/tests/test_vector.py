@@ -1,8 +1,10 @@
-"""vector.py: when a loop may move 16-byte packs, and the code a pack is."""
+"""vector.py: when a loop may move 16-byte packs, and the code a pack is (partners.py: the values a
+row's threads exchange)."""
 
 from __future__ import annotations
 
-from tilefoundry.codegen.cuda.vector import PackCode, plan_packs, share_folds, share_partner_loads
+from tilefoundry.codegen.cuda.partners import share_partner_loads
+from tilefoundry.codegen.cuda.vector import PackCode, plan_packs, share_folds
 from tilefoundry.ir.dtypes import bf16, f32, i64
 from tilefoundry.ir.tile.cexpr import CExpr
 from tilefoundry.ir.tile.expr import Const, Fold, Load, Select, Var, binary, cast, fold, unary

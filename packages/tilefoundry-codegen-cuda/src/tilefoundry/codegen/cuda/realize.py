@@ -41,9 +41,10 @@ from .attention import atom_blocker, atom_call, match_attention
 from .group import GroupCode, group_packs
 from .in_place import InPlace, describe, plan_in_place
 from .options import ATTENTION, GRID_CTAS_PER_SM
+from .partners import share_partner_loads
 from .placed import PlacedGrid, plan_placed
 from .serial import SerialCode, largest_count
-from .vector import PackPlan, plan_packs, share_folds, share_partner_loads
+from .vector import PackPlan, plan_packs, share_folds
 
 # Threads per CTA of a flat grid: light bodies (no loops) and heavy ones.
 GRID_THREADS = 256

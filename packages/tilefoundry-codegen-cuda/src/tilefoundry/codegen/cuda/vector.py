@@ -26,7 +26,7 @@ extent and consecutive threads take a row's packs (a flat grid, `share_folds`), 
 folds its own pack and the row's threads combine their partials by warp shuffles. There, too,
 a value that reads only the packs the row's thread p ^ m loads as its own (rotate-half's
 normalized other half) is that thread's own value: it is computed there and passed by shuffles
-(`share_partner_loads`).
+(`Exchange`, found by partners.py).
 
     for j in 0..64: out[i, j] = exp(x[i, j]) + y[j]      (f32: N = 4)
       ->  load_pack<4>(x + i*64 + jb); load_pack<4>(y + jb); 4 lanes; store_pack<4>(out + i*64 + jb)
@@ -41,7 +41,6 @@ from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
 from tilefoundry.ir.tile.expr import (
     COMPARISONS,
     Bin,
-    Cast,
     Const,
     Expr,
     Fold,
@@ -57,7 +56,6 @@ from tilefoundry.ir.tile.expr import (
     rebuild,
     sub,
     substitute,
-    transform,
     walk,
 )
 from tilefoundry.ir.tile.stmt import Assign, Buffer, Let, Seq, Stmt, Store
@@ -79,7 +77,7 @@ class Access:
     when all of them are taken (empty: always). `merged`: the indices of the two branch loads
     this one stands for (`merge_branch_loads`), its own index selecting between them.
     `partner`: (own, across, offset) when the pack is another thread's lane array `own`, the
-    thread `offset` away by xor among the `across` that share a row (`share_partner_loads`); it
+    thread `offset` away by xor among the `across` that share a row (partners.py); it
     is not loaded when every read of it is inside an `Exchange`.
     """
 
@@ -195,7 +193,7 @@ def _folds(e: Expr) -> list[Fold]:
 
 def _shift(e: Expr, var: str) -> int | None:
     """s when `e` is `var + s` (s a constant), else None."""
-    offset = _lane_offset((e,), var)
+    offset = lane_offset((e,), var)
     if not isinstance(offset, Const) or isinstance(offset.value, bool) or not isinstance(offset.value, int):
         return None
     return offset.value
@@ -212,19 +210,19 @@ def _aligned(e: Expr, lanes: int) -> bool:
     return False
 
 
-def _terms(e: Expr, sign: int = 1) -> list[tuple[int, Expr]]:
+def signed_terms(e: Expr, sign: int = 1) -> list[tuple[int, Expr]]:
     """`e` as a signed sum of terms, through its additions and subtractions."""
     if isinstance(e, Bin) and e.op in ("add", "sub"):
-        return _terms(e.a, sign) + _terms(e.b, sign if e.op == "add" else -sign)
+        return signed_terms(e.a, sign) + signed_terms(e.b, sign if e.op == "add" else -sign)
     return [(sign, e)]
 
 
-def _lane_offset(index: tuple[Expr, ...], var: str) -> Expr | None:
+def lane_offset(index: tuple[Expr, ...], var: str) -> Expr | None:
     """s when `index` is `[..., var + s]` (a sum in any order) with s and the other indices free
     of `var`, else None."""
     if not index or any(var in free_vars(i) for i in index[:-1]):
         return None
-    terms = _terms(index[-1])
+    terms = signed_terms(index[-1])
     moving = [(k, t) for k, t in terms if var in free_vars(t)]
     if moving != [(1, Var(var))]:
         return None
@@ -237,7 +235,7 @@ def _lane_offset(index: tuple[Expr, ...], var: str) -> Expr | None:
 
 def _moves_packs(index: tuple[Expr, ...], var: str, lanes: int) -> bool:
     """Whether an access at `index` moves `lanes` consecutive elements per pack of `var`."""
-    offset = _lane_offset(index, var)
+    offset = lane_offset(index, var)
     return offset is not None and _aligned(offset, lanes)
 
 
@@ -290,7 +288,7 @@ def plan_packs(
         return not any(free_vars(i) & lane_lets for i in index[:-1])
 
     if not all(
-        _lane_offset(s.index, var) == Const(0) and before_lanes(s.index) and s.buffer.role != "local"
+        lane_offset(s.index, var) == Const(0) and before_lanes(s.index) and s.buffer.role != "local"
         for s in stores
     ):
         return f"a store is not at [..., {var}] of a buffer in memory"
@@ -459,177 +457,6 @@ def share_folds(plan: PackPlan, extent: Expr) -> PackPlan:
         )
         shared.append(replace(fp, across=across) if fits else fp)
     return replace(plan, folds=tuple(shared))
-
-
-def share_partner_loads(plan: PackPlan, extent: Expr, body: Stmt, prefix: str) -> PackPlan:
-    """`plan` with each value over packs that another thread of the row loads as its own taken
-    from that thread by shuffles (a flat grid, the row's packs on consecutive threads, as
-    `share_folds`).
-
-    A load is a partner pack when it is unguarded and reads, at pack p of the row, the pack
-    p ^ m (m a power of two) of a buffer row this plan also loads unguarded at pack p:
-    rotate-half's merged `x[j < 64 ? j + 64 : j - 64]` beside `x[j]`. A value computed from
-    partner packs and row-uniform names alone (the normalized `x * rsqrt(..) * g` of the other
-    half) is the partner thread's own value: it computes it anyway, so it is exchanged once
-    computed (`Exchange`), and its operands need neither loads nor registers here (the head-norm
-    rope kernel: 51 -> 42 registers). A partner pack read bare stays a load: exchanging it would
-    put a shuffle after the load on the pack's path and save no register (rope measured 1-2%
-    slower so on the H200, 2026-12-01).
-    """
-    if not (isinstance(extent, Const) and isinstance(extent.value, int)):
-        return plan
-    n = plan.lanes
-    across = extent.value // n
-    if across < 2 or across > 32 or across & (across - 1):
-        return plan
-    own: dict[tuple[int, tuple[Expr, ...]], list[tuple[Expr, str]]] = {}
-    for a in plan.loads:
-        at = _lane_offset(a.index, plan.var)
-        if not a.guard and at is not None:
-            own.setdefault((id(a.buffer), a.index[:-1]), []).append((at, a.name))
-    shared = []
-    for a in plan.loads:
-        mates = own.get((id(a.buffer), a.index[:-1]), []) if not a.guard else []
-        found = next(
-            (
-                (name, offset)
-                for at, name in mates
-                if name != a.name and (offset := _xor_offset(a.index[-1], at, plan.var, n, across))
-            ),
-            None,
-        )
-        shared.append(replace(a, partner=(found[0], across, found[1])) if found else a)
-    plan = replace(plan, loads=tuple(shared))
-    return replace(plan, exchanges=_exchanges(plan, body, prefix))
-
-
-def _exchanges(plan: PackPlan, body: Stmt, prefix: str) -> tuple[Exchange, ...]:
-    """The largest values of the body that read only partner packs and row-uniform names."""
-    stmts = body.body if isinstance(body, Seq) else (body,)
-    moving = {plan.var} | {s.name for s in stmts if isinstance(s, Let)} - plan.hoisted
-    reads = {(id(a.buffer), index): a for a in plan.loads if a.partner is not None for index in a.reads}
-    owners = {a.name: a for a in plan.loads}
-
-    def partner_of(e: Expr) -> tuple[int, int] | bool | None:
-        """(across, offset) that all its loads share; False when it reads anything moving or a Fold."""
-        if isinstance(e, Load):
-            a = reads.get((id(e.buffer), e.index))
-            return a.partner[1:] if a is not None and a.partner is not None else False
-        if isinstance(e, Fold) or (isinstance(e, Var) and e.name in moving):
-            return False
-        found: set[tuple[int, int]] = set()
-        for k in children(e):
-            got = partner_of(k)
-            if got is False:
-                return False
-            if got is not None:
-                found.add(got)  # type: ignore[arg-type]
-        return found.pop() if len(found) == 1 else (None if not found else False)
-
-    def own_load(x: Expr) -> Expr | None:
-        if not isinstance(x, Load):
-            return None
-        mine = reads[(id(x.buffer), x.index)].partner[0]  # type: ignore[index]
-        return Load(x.buffer, owners[mine].index)
-
-    found: dict[Expr, list[Expr]] = {}
-    keys: dict[Expr, tuple[int, int]] = {}
-
-    def narrowest(e: Expr) -> Expr:
-        """The narrowest value through `e`'s chain of negations and casts (deepest on a tie): the
-        fewest words to shuffle, and the value a branch's `-x` and the other's `x` share."""
-        best = e
-        while isinstance(e, (Un, Cast)):
-            e = e.a
-            if e.dtype.itemsize <= best.dtype.itemsize:
-                best = e
-        return best
-
-    def visit(e: Expr) -> None:
-        got = partner_of(e) if not isinstance(e, Load) else False
-        if got:
-            e = narrowest(e)
-            if isinstance(e, Load):  # the partner's pack itself: exchanged as a load (`partner`)
-                return
-            own = transform(e, own_load)
-            found.setdefault(own, []).append(e)
-            keys[own] = got  # type: ignore[assignment]
-            return
-        for k in children(e):
-            visit(k)
-
-    for st in stmts:
-        if isinstance(st, (Let, Store, Assign)) and not (isinstance(st, Let) and st.name in plan.hoisted):
-            visit(st.value)
-    return tuple(
-        Exchange(own, tuple(dict.fromkeys(partners)), f"{prefix}e{i}_", *keys[own])
-        for i, (own, partners) in enumerate(found.items())
-    )
-
-
-def _xor_offset(index: Expr, at: Expr, var: str, lanes: int, across: int) -> int | None:
-    """m when `index`, at the pack base `p * lanes`, is `at` plus `(p ^ m) * lanes` for every
-    p < across (m a power of two): the pack the thread m away by xor loads at `[var + at]`."""
-    found = None
-    for p in range(across):
-        shift = _pack_shift(index, at, var, p * lanes)
-        if shift is None or shift % lanes or not 0 <= shift // lanes < across:
-            return None
-        m = p ^ (shift // lanes)
-        if found is not None and m != found:
-            return None
-        found = m
-    return found if found and found & (found - 1) == 0 else None
-
-
-def _pack_shift(index: Expr, at: Expr, var: str, base: int) -> int | None:
-    """The element `index` reads relative to `at` when `var` is `base`: through Selects whose
-    conditions compare `var` with constants, to `var + s` with `s - at` a constant."""
-    if isinstance(index, Select):
-        cond = _static_int(substitute(index.cond, {var: Const(base)}))
-        return None if cond is None else _pack_shift(index.a if cond else index.b, at, var, base)
-    s = _lane_offset((index,), var)
-    if s is None:
-        return None
-    (symbols, shift), (symbols_at, shift_at) = _split(s), _split(at)
-    return base + shift - shift_at if symbols == symbols_at else None
-
-
-def _split(e: Expr) -> tuple[list[tuple[int, Expr]], int]:
-    """`e`'s signed terms that are not constants (sorted), and the sum of those that are."""
-    symbols, total = [], 0
-    for sign, t in _terms(e):
-        v = _static_int(t)
-        if v is None or isinstance(v, bool):
-            symbols.append((sign, t))
-        else:
-            total += sign * v
-    return sorted(symbols, key=repr), total
-
-
-_STATIC_OPS: dict[str, Callable[[int, int], int | bool]] = {
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
-    "lt": lambda a, b: a < b,
-    "le": lambda a, b: a <= b,
-    "gt": lambda a, b: a > b,
-    "ge": lambda a, b: a >= b,
-}
-
-
-def _static_int(e: Expr) -> int | bool | None:
-    """The value of an index expression over constants (sums, products, comparisons, Selects),
-    or None when it has another node."""
-    if isinstance(e, Const):
-        return e.value if isinstance(e.value, (int, bool)) else None
-    if isinstance(e, Bin) and e.op in _STATIC_OPS:
-        a, b = _static_int(e.a), _static_int(e.b)
-        return None if a is None or b is None else _STATIC_OPS[e.op](a, b)
-    if isinstance(e, Select):
-        c = _static_int(e.cond)
-        return None if c is None else _static_int(e.a if c else e.b)
-    return None
 
 
 def _reading_folds(lets: list[Let]) -> set[str]:
