@@ -124,7 +124,7 @@ def _exchanges(plan: PackPlan, body: Stmt, prefix: str) -> tuple[Exchange, ...]:
         got = partner_of(e) if not isinstance(e, Load) else False
         if got:
             e = narrowest(e)
-            if isinstance(e, Load):  # the partner's pack itself: exchanged as a load (`partner`)
+            if isinstance(e, Load):  # the partner's pack itself, read bare: it stays a load
                 return
             own = transform(e, own_load)
             found.setdefault(own, []).append(e)
