@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 import torch
@@ -64,6 +65,34 @@ def test_a_configuration_that_computes_something_else_is_rejected_however_fast(m
     assert rejected["options"] == {"vectorize": False}
     assert rejected["rejected"].startswith("output 0 has rel_l2 1 against the baseline, over 0.0001")
     assert record["options"] == {"vectorize": True}
+
+
+def test_configurations_build_side_by_side_and_a_failed_build_is_a_rejection(monkeypatch) -> None:
+    """Every configuration's build runs at once (each waits here until all have started); one whose
+    build raises is recorded as rejected with the error, and the baseline still wins."""
+    real_build = autotune_module.build
+    space = {"vectorize": [True, False], "reassociate": [False, True]}
+    started = threading.Barrier(4, timeout=60)
+
+    def build(mod, *, target, options):
+        started.wait()  # breaks unless the four builds overlap
+        if options["reassociate"] and not options["vectorize"]:
+            raise RuntimeError("nvcc stand-in: no such tile")
+        return real_build(mod, target=target, options=options)
+
+    monkeypatch.setattr(autotune_module, "build", build)
+    monkeypatch.setattr(autotune_module.os, "cpu_count", lambda: 8)
+    tuned = autotune(scaled_softmax, target="cpu", space=space)
+    x = _x(6, 5)
+    torch.testing.assert_close(tuned(x), scaled_softmax(x), rtol=1e-5, atol=1e-5)
+    record = json.loads(tuned.cache_file(device_label((x,))).read_text())[shape_bucket((x,))]
+    why = {json.dumps(t["options"], sort_keys=True): t.get("rejected") for t in record["tried"]}
+    assert why == {
+        '{"reassociate": false, "vectorize": true}': None,
+        '{"reassociate": true, "vectorize": true}': None,
+        '{"reassociate": false, "vectorize": false}': None,
+        '{"reassociate": true, "vectorize": false}': "RuntimeError: nvcc stand-in: no such tile",
+    }
 
 
 def test_a_tuned_bucket_is_read_back_by_another_process_without_building(monkeypatch) -> None:

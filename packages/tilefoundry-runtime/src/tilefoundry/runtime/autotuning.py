@@ -6,8 +6,8 @@
 
 The first value of every option in `space` is the baseline (normally the target's default).
 On the first call whose inputs fall into a new shape bucket (every dimension rounded up to a
-power of two), each combination of the space is built (`build`, so the on-disk build cache
-serves repeats), run on the caller's inputs, and its outputs checked against the baseline's
+power of two), each combination of the space is built (side by side, through the on-disk
+build cache, which serves repeats), run on the caller's inputs, and its outputs checked against the baseline's
 (rel_l2 within a bound per dtype): a configuration that computes something else is rejected,
 never chosen, whatever its speed. The survivors are timed (CUDA events on a GPU, the wall clock
 on a CPU; median of several batches after a warm-up) and the fastest wins.
@@ -31,6 +31,7 @@ import re
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +185,7 @@ class Autotuned:
         text = "\n".join([cache_key(self.mod, target, self.options), options_text(self.space)])
         self.key = hashlib.sha256(text.encode()).hexdigest()[:32]
         self._built: dict[str, Any] = {}
+        self._failed: dict[str, Exception] = {}
         self._chosen: dict[tuple[str, str], dict[str, Any]] = {}
 
     def cache_file(self, device: str) -> Path:
@@ -207,10 +209,35 @@ class Autotuned:
         return dict(self._chosen[(device, bucket)])
 
     def _compiled(self, config: Mapping[str, Any]) -> Any:
+        """The configuration's compiled function; raises what its build raised."""
         text = options_text(config)
+        if text in self._failed:
+            raise self._failed[text]
         if text not in self._built:
             self._built[text] = build(self.mod, target=self.target, options={**self.options, **config})
         return self._built[text]
+
+    def _build_all(self) -> None:
+        """Build every configuration not yet built, side by side.
+
+        A build is mostly its toolchain's processes (nvcc, g++), so threads overlap them: a space
+        of four sm90 GEMM tiles builds in about the time of one on a many-core host. A failed
+        build is kept and raised when its configuration is tried.
+        """
+        done = self._built.keys() | self._failed.keys()
+        pending = {options_text(c): c for c in self.configs if options_text(c) not in done}
+        if not pending:
+            return
+        with ThreadPoolExecutor(max_workers=min(len(pending), os.cpu_count() or 1)) as pool:
+            builds = {
+                text: pool.submit(build, self.mod, target=self.target, options={**self.options, **config})
+                for text, config in pending.items()
+            }
+        for text, future in builds.items():
+            try:
+                self._built[text] = future.result()
+            except Exception as err:  # kept: _tune records it as the configuration's rejection
+                self._failed[text] = err
 
     def _read(self, device: str) -> dict[str, Any]:
         path = self.cache_file(device)
@@ -223,6 +250,7 @@ class Autotuned:
 
     def _tune(self, device: str, bucket: str, args: Sequence[Any]) -> dict[str, Any]:
         dev = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        self._build_all()
         baseline = self._compiled(self.configs[0])(*args)
         tried: list[dict[str, Any]] = []
         for config in self.configs:
