@@ -7,8 +7,8 @@
 The first value of every option in `space` is the baseline (normally the target's default).
 On the first call whose inputs fall into a new shape bucket (every dimension rounded up to a
 power of two), each combination of the space is built (side by side, through the on-disk
-build cache, which serves repeats), run on the caller's inputs, and its outputs checked against the baseline's
-(rel_l2 within a bound per dtype): a configuration that computes something else is rejected,
+build cache, which serves repeats), run on the caller's inputs, and its outputs checked against
+the baseline's (rel_l2 within a bound per dtype): a configuration that computes something else is rejected,
 never chosen, whatever its speed. The survivors are timed (CUDA events on a GPU, the wall clock
 on a CPU; median of several batches after a warm-up) and the fastest wins.
 
@@ -214,8 +214,11 @@ class Autotuned:
         if text in self._failed:
             raise self._failed[text]
         if text not in self._built:
-            self._built[text] = build(self.mod, target=self.target, options={**self.options, **config})
+            self._built[text] = self._build(config)
         return self._built[text]
+
+    def _build(self, config: Mapping[str, Any]) -> Any:
+        return build(self.mod, target=self.target, options={**self.options, **config})
 
     def _build_all(self) -> None:
         """Build every configuration not yet built, side by side.
@@ -229,10 +232,7 @@ class Autotuned:
         if not pending:
             return
         with ThreadPoolExecutor(max_workers=min(len(pending), os.cpu_count() or 1)) as pool:
-            builds = {
-                text: pool.submit(build, self.mod, target=self.target, options={**self.options, **config})
-                for text, config in pending.items()
-            }
+            builds = {text: pool.submit(self._build, config) for text, config in pending.items()}
         for text, future in builds.items():
             try:
                 self._built[text] = future.result()

@@ -33,7 +33,7 @@ from tilefoundry.ir.tile.expr import (
 )
 from tilefoundry.ir.tile.stmt import Assign, Let, Seq, Stmt, Store
 
-from .vector import Exchange, PackPlan, lane_offset, signed_terms
+from .vector import Exchange, PackPlan, lane_offset, row_threads, signed_terms
 
 
 def share_partner_loads(plan: PackPlan, extent: Expr, body: Stmt, prefix: str) -> PackPlan:
@@ -51,11 +51,9 @@ def share_partner_loads(plan: PackPlan, extent: Expr, body: Stmt, prefix: str) -
     put a shuffle after the load on the pack's path and save no register (rope measured 1-2%
     slower so on the H200, 2026-12-01).
     """
-    if not (isinstance(extent, Const) and isinstance(extent.value, int)):
-        return plan
     n = plan.lanes
-    across = extent.value // n
-    if across < 2 or across > 32 or across & (across - 1):
+    across = row_threads(extent, n)
+    if across is None:
         return plan
     own: dict[tuple[int, tuple[Expr, ...]], list[tuple[Expr, str]]] = {}
     for a in plan.loads:

@@ -433,6 +433,15 @@ def _fold_packs(f: Fold, name: str, guards: tuple[Guard, ...]) -> FoldPlan:
 COMBINERS = {"add": "add_combine", "max": "max_combine", "min": "min_combine"}
 
 
+def row_threads(extent: Expr, lanes: int) -> int | None:
+    """How many consecutive threads of a flat grid share a row of `extent` elements, a pack of
+    `lanes` each, when they can combine by warp shuffles: a power of two in [2, 32], else None."""
+    if not (isinstance(extent, Const) and isinstance(extent.value, int)):
+        return None
+    across = extent.value // lanes
+    return across if 2 <= across <= 32 and not across & (across - 1) else None
+
+
 def share_folds(plan: PackPlan, extent: Expr) -> PackPlan:
     """`plan` with each fold the threads of a row can share: a flat grid runs one pack per thread,
     the packs of a row on consecutive threads (the loop over `plan.var`, of `extent`, innermost).
@@ -441,10 +450,8 @@ def share_folds(plan: PackPlan, extent: Expr) -> PackPlan:
     its combiner's identity, is folded under branches free of `plan.var` (one verdict per row),
     and a row's packs are a power of two of at most a warp's lanes.
     """
-    if not (isinstance(extent, Const) and isinstance(extent.value, int)):
-        return plan
-    across = extent.value // plan.lanes
-    if across < 2 or across > 32 or across & (across - 1):
+    across = row_threads(extent, plan.lanes)
+    if across is None:
         return plan
     shared = []
     for fp in plan.folds:
@@ -495,6 +502,11 @@ class PackCode:
         self.plan = plan
         self.base = base
         self.held = dict(held or {})
+        # Each exchanged value and the lane array it is read from (own, or the partner's copy).
+        self.values: dict[Expr, str] = {}
+        for x in plan.exchanges:
+            self.values[x.own] = x.name
+            self.values.update(dict.fromkeys(x.partner, x.name_x))
 
     def _at_base(self, e: Expr) -> Expr:
         return substitute(e, {self.plan.var: Var(self.base)})
@@ -549,27 +561,13 @@ class PackCode:
 
     def _exchanged(self, e: Expr) -> Expr:
         """`e` with each exchanged value read from its lane array (own or the partner's copy)."""
-        table: dict[Expr, str] = {}
-        for x in self.plan.exchanges:
-            table[x.own] = f"{x.name}[l_]"
-            table.update({p: f"{x.name_x}[l_]" for p in x.partner})
-        if not table:
-            return e
-
-        def swap(y: Expr) -> Expr:
-            if (name := table.get(y)) is not None:
-                return Var(name, y.dtype)
-            kids = children(y)
-            new = tuple(swap(k) for k in kids)
-            return y if all(a is b for a, b in zip(new, kids, strict=True)) else rebuild(y, new)
-
-        return swap(e)
+        return _lane_reads(e, (), values=self.values) if self.values else e
 
     def _lane_value(self, e: Expr, *, own: bool = False) -> Expr:
-        """`e` as lane `l_` reads it: exchanged values (unless `e` is one's `own`), then lane
-        arrays and folds."""
+        """`e` as lane `l_` reads it: exchanged values (unless `e` is one's `own`), lane arrays and
+        folds."""
         folds = {f.fold: f.name for f in self.plan.folds}
-        return _lane_reads(e if own else self._exchanged(e), self.plan.loads, folds)
+        return _lane_reads(e, self.plan.loads, folds, None if own else self.values)
 
     def _partner_reads(self, stmts: tuple[Stmt, ...]) -> set[str]:
         """The partner packs the lanes still read once exchanged values are swapped in."""
@@ -653,12 +651,19 @@ class PackCode:
         return [f"store_pack<{n}>({self._at(cx, a)}, {a.name});" for a in self.plan.stores]
 
 
-def _lane_reads(e: Expr, packed: tuple[Access, ...], folds: Mapping[Fold, str] | None = None) -> Expr:
-    """`e` with each packed load read from its lane array at lane `l_`, and each fold of `folds`
-    read from its scalar."""
+def _lane_reads(
+    e: Expr,
+    packed: tuple[Access, ...],
+    folds: Mapping[Fold, str] | None = None,
+    values: Mapping[Expr, str] | None = None,
+) -> Expr:
+    """`e` with each of `values` (whole subexpressions) and each packed load read from its lane
+    array at lane `l_`, and each fold of `folds` read from its scalar."""
     names = {(id(a.buffer), index): a.name for a in packed for index in a.reads}
 
     def swap(x: Expr) -> Expr:
+        if values and (name := values.get(x)) is not None:
+            return Var(f"{name}[l_]", x.dtype)
         if isinstance(x, Load) and (name := names.get((id(x.buffer), x.index))) is not None:
             return Var(f"{name}[l_]", x.dtype)
         if isinstance(x, Fold) and folds and x in folds:

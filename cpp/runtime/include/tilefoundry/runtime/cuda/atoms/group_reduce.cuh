@@ -37,6 +37,13 @@ __device__ T warp_butterfly(Combine op, T v) {
   return v;
 }
 
+/// The shuffle mask of this lane's group of `Lanes` consecutive lanes (groups aligned to `Lanes`).
+template <int Lanes>
+__device__ inline unsigned lane_group_mask() {
+  unsigned const first = threadIdx.x % 32 / Lanes * Lanes;
+  return Lanes == 32 ? 0xffffffffu : ((1u << Lanes) - 1u) << first;
+}
+
 }  // namespace detail
 
 /**
@@ -77,8 +84,7 @@ __device__ T lane_group_reduce(Combine op, T v) {
   static_assert(Lanes >= 1 && Lanes <= 32 && (Lanes & (Lanes - 1)) == 0,
                 "lane_group_reduce: Lanes must be a power of two in [1, 32]");
   if constexpr (Lanes > 1) {
-    unsigned const first = threadIdx.x % 32 / Lanes * Lanes;
-    unsigned const mask = Lanes == 32 ? 0xffffffffu : ((1u << Lanes) - 1u) << first;
+    unsigned const mask = detail::lane_group_mask<Lanes>();
 #pragma unroll
     for (int offset = Lanes / 2; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(mask, v, offset, Lanes));
   }
@@ -99,8 +105,7 @@ __device__ void lane_group_exchange(T const (&own)[N], T (&out)[N]) {
                 "lane_group_exchange: Lanes a power of two in [2, 32], Offset a smaller power of two");
   static_assert(N * sizeof(T) % 4 == 0, "lane_group_exchange: whole 32-bit words");
   constexpr int words = N * sizeof(T) / 4;
-  unsigned const first = threadIdx.x % 32 / Lanes * Lanes;
-  unsigned const mask = Lanes == 32 ? 0xffffffffu : ((1u << Lanes) - 1u) << first;
+  unsigned const mask = detail::lane_group_mask<Lanes>();
   unsigned w[words];
   memcpy(w, own, sizeof(w));
 #pragma unroll
