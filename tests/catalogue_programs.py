@@ -176,7 +176,7 @@ def expect(ref: torch.Tensor | tuple[torch.Tensor, ...], tolerance: Mapping[torc
     rules = {}
     for name, o in zip(names, outs, strict=True):
         if o.dtype.is_floating_point:
-            tol = tolerance.get(o.dtype, tolerance[torch.float32])
+            tol = tolerance[o.dtype] if o.dtype in tolerance else tolerance[torch.float32]
             rules[name] = [allclose(atol=tol, rtol=tol)]
         else:
             rules[name] = [equal()]
