@@ -13,10 +13,13 @@
 // stretch starts, and with `settled` B (its CTAs load their first packs before the PDL wait).
 // `sweep check` compares the bulk kernel's results with the register kernel's on each shape;
 // `sweep pair` times down behind gate/up launched several ways (pair_sweep); `sweep resident`, the
-// same pair behind a stretch that prefetches down's weights into L2 (resident_sweep).
+// same pair behind a stretch that prefetches down's weights into L2 (resident_sweep); `sweep chain`,
+// the pair as one kernel (skinny_chain.cuh) against its two launches (chain_sweep); `sweep wave`,
+// each projection as one wave of 16-warp CTAs (skinny_wave.cuh) against the atom's R2U4 (wave_sweep).
 //
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DNDEBUG \
 //        -I cpp/runtime/include -I <cutlass>/include bench/gpu/kernels/skinny_sweep.cu -o /tmp/sweep
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -29,6 +32,8 @@
 #include <tilefoundry/runtime/cuda/atoms/gemm_skinny.cuh>
 
 #include "random_fill.cuh"
+#include "skinny_chain.cuh"
+#include "skinny_wave.cuh"
 
 using namespace tilefoundry::atoms;
 using namespace tilefoundry::atoms::detail;
@@ -459,10 +464,207 @@ void resident_sweep(int64_t spin_ns) {
   std::printf("\n");
 }
 
+/// Copies n bf16 values of the device to the host as floats.
+std::vector<float> host_floats(T const* d, int64_t n) {
+  std::vector<T> raw(n);
+  cudaMemcpy(raw.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
+  std::vector<float> out(n);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(raw[i]);
+  return out;
+}
+
+/// The MLP pair of a decode layer (norm, gate/up writing h through silu * mul, down adding to the
+/// residual stream) as two launches and as one (gemm_skinny_chain.cuh, down's slice copied into
+/// shared memory before or after the PDL wait); then the one launch's h and result against the
+/// two launches'.
+void chain_sweep() {
+  Bench const gu({"gate_up", 2, {6144}, 2048});
+  Bench const dn({"down", 1, {2048}, 6144});
+  Gemv<2, 2, 4> gate_up(gu);
+  Gemv<1, 2, 4> down(dn);
+  int64_t const n2 = dn.s.n[0];
+  T* x;
+  cudaMalloc(&x, 2 * n2 * sizeof(T));
+  fill_random<<<16, 256>>>(x, 2 * n2, 11);
+  AddResidual const add{x, x + n2};
+  chain::ChainBarrier* bar;
+  cudaMalloc(&bar, sizeof(chain::ChainBarrier));
+  cudaMemset(bar, 0, sizeof(chain::ChainBarrier));
+  DeviceFacts const facts = device_facts();
+  chain::ChainPlan const plan = chain::skinny_chain_plan(gu.s.n[0], gu.s.k, n2, dn.s.k, sizeof(T), facts.sms, facts.smem_optin);
+  std::printf("chain: grid %d, %lld rows of down a CTA, %zu bytes of shared memory\n", plan.grid,
+              static_cast<long long>(plan.rows2), plan.smem);
+  if (plan.grid == 0) return;
+  auto norm = [&](cudaStream_t st) { launch_kernel(norm_row, dim3(1), dim3(256), 0, st, gu.A, gu.s.k); };
+  auto two = [&](int i, cudaStream_t st) {
+    norm(st);
+    gate_up.launch(i, st, true, SiluMul{dn.A});
+    down.launch_as(i, st, true, 0, add);
+  };
+  auto one = [&](chain::ChainWays ways, uint64_t* stamps = nullptr) {
+    return [&, ways, stamps](int i, cudaStream_t st) {
+      norm(st);
+      SkinnyBtRows<T> rows = gu.layout();
+      gu.point(rows, i, true);
+      cudaError_t const err = chain::skinny_chain<T, 2, 8>(plan, static_cast<T const*>(gu.A), rows, SiluMul{dn.A},
+                                                           static_cast<T const*>(dn.A),
+                                                           static_cast<T const*>(dn.weights(i)), n2, bar, ways, add,
+                                                           st, stamps);
+      if (err != cudaSuccess) std::printf("chain launch: %s\n", cudaGetErrorString(err));
+    };
+  };
+  struct Way {
+    char const* name;
+    chain::ChainWays ways;
+  };
+  Way const ways[] = {{"slice before the PDL wait", {true, false, true}},
+                      {"slice after it", {false, false, true}},
+                      {"after, dynamic rows", {false, true, true}},
+                      {"after, dynamic rows, busy barrier", {false, true, false}}};
+  float const alone = per_step([&](int, cudaStream_t st) { norm(st); });
+  std::printf("  norm %.1f us; norm + gate/up + down: two launches %.1f us\n", alone, per_step(two));
+  for (Way const& w : ways) std::printf("    one launch, %-34s %.1f us\n", w.name, per_step(one(w.ways)));
+  two(1, nullptr);
+  cudaDeviceSynchronize();
+  std::vector<float> const h_ref = host_floats(dn.A, dn.s.k), c_ref = host_floats(x + n2, n2);
+  cudaMemset(dn.A, 0, dn.s.k * sizeof(T));
+  cudaMemset(x + n2, 0, n2 * sizeof(T));
+  one(ways[3].ways)(1, nullptr);
+  cudaDeviceSynchronize();
+  std::vector<float> const h = host_floats(dn.A, dn.s.k), c = host_floats(x + n2, n2);
+  auto compare = [](char const* what, std::vector<float> const& ref, std::vector<float> const& got) {
+    double worst = 0;
+    int64_t bad = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      double const d = std::abs(double(ref[i]) - double(got[i]));
+      if (!(d <= 0.02 * (std::abs(ref[i]) + 1))) ++bad;
+      worst = d > worst ? d : worst;
+    }
+    std::printf("  check %s: %lld of %zu off (max diff %.3g)\n", what, static_cast<long long>(bad), ref.size(), worst);
+  };
+  compare("h", h_ref, h);
+  compare("down + residual", c_ref, c);
+  // Where one launch's time goes: each CTA's globaltimer at its phases (one launch, after a norm).
+  uint64_t* stamps;
+  cudaMalloc(&stamps, plan.grid * 6 * sizeof(uint64_t));
+  for (Way const& w : ways) {
+    one(w.ways, stamps)(2, nullptr);
+    cudaDeviceSynchronize();
+    std::vector<uint64_t> t(plan.grid * 6);
+    cudaMemcpy(t.data(), stamps, t.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost);
+    uint64_t t0 = t[0];
+    for (int b = 0; b < plan.grid; ++b) t0 = t[b * 6] < t0 ? t[b * 6] : t0;
+    std::printf("  phases (%s), us from the first CTA's start, min / median / max over CTAs:\n", w.name);
+    char const* names[6] = {"start", "PDL wait done", "gate/up done", "barrier passed", "slice landed", "end"};
+    for (int at = 0; at < 6; ++at) {
+      std::vector<double> v;
+      for (int b = 0; b < plan.grid; ++b) v.push_back((t[b * 6 + at] - t0) / 1e3);
+      std::sort(v.begin(), v.end());
+      std::printf("    %-15s %6.2f %6.2f %6.2f\n", names[at], v.front(), v[v.size() / 2], v.back());
+    }
+  }
+  cudaFree(stamps);
+  cudaFree(bar);
+  cudaFree(x);
+}
+
+/// The GEMV of `bench` as one wave of 16-warp CTAs, CP packs a lane a member in flight (skinny_wave.cuh).
+template <int G, int CP>
+struct WaveGemv {
+  Bench const& bench;
+  SkinnyBtRows<T> rows;
+
+  explicit WaveGemv(Bench const& b) : bench(b), rows(b.layout()) {}
+  template <class Out = Sink>
+  void launch(int i, cudaStream_t st, bool settled = false, Out out = {}) {
+    bench.point(rows, i, settled);
+    wave::launch_wave<T, G, CP>(static_cast<T const*>(bench.A), rows, bench.s.k, out, st);
+  }
+};
+
+/// Microseconds `Gemv` adds behind a norm, its B not settled and settled.
+template <class Gemv>
+void wave_variant(Bench const& bench, float norm_us, char const* label) {
+  Gemv gemv(bench);
+  float us[2];
+  for (int settled = 0; settled < 2; ++settled) {
+    us[settled] = per_step([&](int i, cudaStream_t st) {
+      launch_kernel(norm_row, dim3(1), dim3(256), 0, st, bench.A, bench.s.k);
+      gemv.launch(i, st, settled == 1);
+    }) - norm_us;
+  }
+  std::printf("  %s %5.1f / %5.1f us", label, us[0], us[1]);
+}
+
+template <int G, int CP1, int CP2>
+void wave_row(Shape const& s) {
+  Bench const bench(s);
+  float const norm_us = per_step([&](int, cudaStream_t st) {
+    launch_kernel(norm_row, dim3(1), dim3(256), 0, st, bench.A, s.k);
+  });
+  std::printf("%-8s %6.1f MB (unsettled / settled):", s.name, bench.bytes / 1e6);
+  wave_variant<Gemv<G, 2, 4>>(bench, norm_us, "R2U4");
+  wave_variant<WaveGemv<G, CP1>>(bench, norm_us, CP1 == 4 ? "wave CP4" : CP1 == 8 ? "wave CP8" : "wave CP16");
+  wave_variant<WaveGemv<G, CP2>>(bench, norm_us, CP2 == 4 ? "wave CP4" : CP2 == 8 ? "wave CP8" : "wave CP16");
+  std::printf("\n");
+}
+
+/// Every decode projection: the atom's register kernel against one wave of 16-warp CTAs, and
+/// the wave kernel's results against the register kernel's (down, gate/up).
+void wave_sweep() {
+  wave_row<1, 8, 16>({"qkv", 1, {2048, 1024, 1024}, 2048});
+  wave_row<1, 8, 16>({"o_proj", 1, {2048}, 2048});
+  wave_row<2, 4, 8>({"gate_up", 2, {6144}, 2048});
+  wave_row<1, 8, 16>({"down", 1, {2048}, 6144});
+  wave_row<1, 8, 16>({"n6144", 1, {6144}, 2048});
+  wave_row<1, 8, 16>({"lm_head", 1, {151936}, 2048});
+  for (Shape const& sh : {Shape{"down", 1, {2048}, 6144}, Shape{"odd", 1, {36, 20}, 2048}}) {
+    Bench const bench(sh);
+    int64_t const total = bench.layout().total<1>();
+    float *a, *b;
+    cudaMalloc(&a, total * sizeof(float));
+    cudaMalloc(&b, total * sizeof(float));
+    Collect ca{}, cb{};
+    int64_t off = 0;
+    for (int m = 0; m < bench.members(); ++m) {
+      ca.c[m] = a + off;
+      cb.c[m] = b + off;
+      off += bench.rows(m);
+    }
+    cudaMemset(b, 0xff, total * sizeof(float));
+    Gemv<1, 2, 4>(bench).launch(1, nullptr, false, ca);
+    WaveGemv<1, 16>(bench).launch(1, nullptr, false, cb);
+    std::vector<float> ha(total), hb(total);
+    cudaMemcpy(ha.data(), a, total * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaMemcpy(hb.data(), b, total * sizeof(float), cudaMemcpyDeviceToHost);
+    int64_t bad = 0;
+    double worst = 0;
+    for (int64_t i = 0; i < total; ++i) {
+      double const d = std::abs(double(ha[i]) - double(hb[i]));
+      if (!(d <= 0.02 * (std::abs(ha[i]) + 1))) ++bad;
+      worst = d > worst ? d : worst;
+    }
+    std::printf("check wave %-6s: %lld of %lld off (max diff %.3g)\n", sh.name, static_cast<long long>(bad),
+                static_cast<long long>(total), worst);
+    cudaFree(a);
+    cudaFree(b);
+  }
+}
+
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IONBF, 0);  // what printed before a crash still shows
   if (argc > 1 && std::string(argv[1]) == "resident") {
     for (int64_t ns : {4000, 8000, 12000}) resident_sweep(ns);
+    std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "wave") {
+    wave_sweep();
+    std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "chain") {
+    chain_sweep();
     std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
     return 0;
   }
