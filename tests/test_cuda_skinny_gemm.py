@@ -110,6 +110,24 @@ def test_pointwise_consumers_are_gemm_epilogues(built) -> None:
     assert "struct gated_mlp__k4_mul_epilogue {" in source and "struct gated_mlp__k7_add_epilogue {" in source
 
 
+def _functor(source: str, name: str) -> str:
+    start = source.index(f"struct {name} {{")
+    return source[start : source.index("\n};\n", start)]
+
+
+def test_an_add_epilogue_reads_its_residual_early(built) -> None:
+    """The residual add's read of x needs no GEMM result, so its functor hands it out through
+    `early(m, n)` (the register kernel calls that right after its PDL wait, skinny_early) and the
+    four-argument form adds the early value; silu(gate) * up reads nothing but its results."""
+    add = _functor(built[1], "gated_mlp__k7_add_epilogue")
+    assert "struct Early { bf16 e0; };" in add
+    assert "__device__ Early early(int64_t i0, int64_t i1) const { return {b_x[" in add
+    assert "const Early& pre) const {" in add and "cast<float>(pre.e0)" in add
+    assert "(*this)(i0, i1, c, early(i0, i1));" in add
+    mul = _functor(built[1], "gated_mlp__k4_mul_epilogue")
+    assert "Early" not in mul and "early" not in mul
+
+
 def test_only_the_down_projection_reads_settled_weights(built) -> None:
     """down's A is the gate/up call's output, so the launch before it is this function's own and
     writes no weight: its B is settled (its first packs are read before the PDL wait). gate/up

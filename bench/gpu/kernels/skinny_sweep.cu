@@ -15,7 +15,8 @@
 // `sweep pair` times down behind gate/up launched several ways (pair_sweep); `sweep resident`, the
 // same pair behind a stretch that prefetches down's weights into L2 (resident_sweep); `sweep chain`,
 // the pair as one kernel (skinny_chain.cuh) against its two launches (chain_sweep); `sweep wave`,
-// each projection as one wave of 16-warp CTAs (skinny_wave.cuh) against the atom's R2U4 (wave_sweep).
+// each projection as one wave of 16-warp CTAs (skinny_wave.cuh) against the atom's R2U4 (wave_sweep);
+// `sweep barrier`, a grid barrier's cost against a kernel boundary's (barrier_sweep).
 //
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DNDEBUG \
 //        -I cpp/runtime/include -I <cutlass>/include bench/gpu/kernels/skinny_sweep.cu -o /tmp/sweep
@@ -568,6 +569,62 @@ void chain_sweep() {
   cudaFree(x);
 }
 
+/// `iters` grid barriers in a row (chain_grid_barrier: one counter, a generation word).
+__global__ void barrier_counter(chain::ChainBarrier* bar, int iters) {
+  pdl_begin();
+  for (int i = 0; i < iters; ++i) chain::chain_grid_barrier(bar, false);
+}
+
+/// `iters` grid barriers in a row where each CTA raises a flag of its own (its round count) and
+/// its first gridDim.x threads each poll one CTA's flag: no atomic, every arrival in parallel.
+/// Every flag holds the same count when a launch starts (the launches before ran as many rounds).
+__global__ void barrier_flags(unsigned* flags, int iters) {
+  pdl_begin();
+  unsigned const base = flags[blockIdx.x];
+  for (int i = 1; i <= iters; ++i) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence();
+      asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flags + blockIdx.x), "r"(base + i) : "memory");
+    }
+    if (threadIdx.x < gridDim.x) {
+      while (static_cast<int>(chain::load_acquire(flags + threadIdx.x) - (base + i)) < 0) {
+      }
+    }
+    __syncthreads();
+  }
+}
+
+/// An empty PDL kernel: what a kernel boundary costs in a graph, with nothing to do.
+__global__ void empty_step() { pdl_begin(); }
+
+/// A grid barrier's cost against a kernel boundary's, one CTA of 512 threads an SM: per_step of
+/// kSteps launches of `iters` barriers each, less the same launches without barriers.
+void barrier_sweep() {
+  int const sms = device_facts().sms;
+  chain::ChainBarrier* bar;
+  cudaMalloc(&bar, sizeof(chain::ChainBarrier));
+  cudaMemset(bar, 0, sizeof(chain::ChainBarrier));
+  unsigned* flags;
+  cudaMalloc(&flags, sms * sizeof(unsigned));
+  cudaMemset(flags, 0, sms * sizeof(unsigned));
+  constexpr int kIters = 50;
+  float const empty = per_step([&](int, cudaStream_t st) { launch_kernel(empty_step, dim3(sms), dim3(512), 0, st); });
+  float const none = per_step([&](int, cudaStream_t st) {
+    launch_kernel(barrier_counter, dim3(sms), dim3(512), 0, st, bar, 0);
+  });
+  float const counter = per_step([&](int, cudaStream_t st) {
+    launch_kernel(barrier_counter, dim3(sms), dim3(512), 0, st, bar, kIters);
+  });
+  float const flag = per_step([&](int, cudaStream_t st) {
+    launch_kernel(barrier_flags, dim3(sms), dim3(512), 0, st, flags, kIters);
+  });
+  std::printf("barrier (%d CTAs of 512): a kernel boundary (empty PDL kernels in a graph) %.2f us; a grid barrier:"
+              " counter %.2f us, flags %.2f us\n", sms, empty, (counter - none) / kIters, (flag - none) / kIters);
+  cudaFree(flags);
+  cudaFree(bar);
+}
+
 /// The GEMV of `bench` as one wave of 16-warp CTAs, CP packs a lane a member in flight (skinny_wave.cuh).
 template <int G, int CP>
 struct WaveGemv {
@@ -655,6 +712,11 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IONBF, 0);  // what printed before a crash still shows
   if (argc > 1 && std::string(argv[1]) == "resident") {
     for (int64_t ns : {4000, 8000, 12000}) resident_sweep(ns);
+    std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "barrier") {
+    barrier_sweep();
     std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
     return 0;
   }

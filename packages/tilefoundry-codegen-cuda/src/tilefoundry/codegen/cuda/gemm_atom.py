@@ -25,8 +25,8 @@ from tilefoundry.ir.plan.atoms import GemmRegion, match_gemm
 from tilefoundry.ir.plan.gemm_epilogues import epilogue_chain
 from tilefoundry.ir.plan.gemm_groups import gemm_members
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
-from tilefoundry.ir.tile.expr import Const, Expr, Load, Var, mul, transform
-from tilefoundry.ir.tile.stmt import AtomCall, Kernel, Program, map_exprs
+from tilefoundry.ir.tile.expr import Const, Expr, Load, Var, free_vars, loads, mul, transform
+from tilefoundry.ir.tile.stmt import Assign, AtomCall, Kernel, Let, Program, Seq, Stmt, Store, map_exprs
 
 from .atoms import AtomKind, register
 from .gemm_prologue import construct, group_init, realized_prologue, staged_flag
@@ -136,7 +136,12 @@ def epilogue_flag(e: Kernel) -> str:
 
 
 def _epilogue_device(program: Program, r: Realization) -> list[str]:
-    """The epilogue kernel's element statements as a functor the skinny GEMM calls per output."""
+    """The epilogue kernel's element statements as a functor the skinny GEMM calls per output.
+
+    Its reads that need no result (the residual an add takes) are split off as `early(m, n)`,
+    which the register kernel calls right after its PDL wait, so their latency overlaps the K loop
+    instead of following it; the functor's three-argument form reads them itself (other tiers).
+    """
     atom = r.body
     assert isinstance(atom, AtomCall)
     e = atom.epilogue
@@ -154,20 +159,58 @@ def _epilogue_device(program: Program, r: Realization) -> list[str]:
             return Var(f"c_{slots[id(x.buffer)]}", x.buffer.dtype)
         return None
 
+    dims = dim_names(program)
     body = map_exprs(n.body, lambda x: transform(x, result))
+    early = _early_reads(body, {m.var, n.var} | set(dims))
+    body = map_exprs(body, lambda x: transform(x, lambda y: early.get(y)))
     names = {f"c_{i}": f"c[{i}]" for i in range(len(members))}
-    serial = SerialCode(dim_names(program), e.name)
+    names |= {v.name: f"pre.{v.name}" for v in early.values()}
+    serial = SerialCode(dims, e.name)
+    cx = serial.cx()
     results = f"const {ctype(members[0].c.dtype)} (&c)[{len(members)}]"
-    fields = [f"  {p};" for p in kernel_params(program, e).split(", ")]
-    return [
+    coords = f"int64_t {m.var}, int64_t {n.var}"
+    head = [
         f"// epilogue {e.name} of {r.kernel.name}: its statements at one output (m, n), given the results",
         f"struct {functor_name(program, e, 'epilogue')} {{",
-        *fields,
-        f"  __device__ void operator()(int64_t {m.var}, int64_t {n.var}, {results}) const {{",
-        *serial.stmt(body, 2, names),
-        "  }",
+        *(f"  {p};" for p in kernel_params(program, e).split(", ")),
+    ]
+    statements = [*serial.stmt(body, 2, names), "  }"]
+    if not early:
+        return [*head, f"  __device__ void operator()({coords}, {results}) const {{", *statements, "};"]
+    reads = ", ".join(cx(x) for x in early)
+    at = f"{m.var}, {n.var}"
+    return [
+        *head,
+        "  // reads that need no result: made early by the register kernel (skinny_early)",
+        f"  struct Early {{ {' '.join(f'{ctype(v.dtype)} {v.name};' for v in early.values())} }};",
+        f"  __device__ Early early({coords}) const {{ return {{{reads}}}; }}",
+        f"  __device__ void operator()({coords}, {results}, const Early& pre) const {{",
+        *statements,
+        f"  __device__ void operator()({coords}, {results}) const {{ (*this)({at}, c, early({at})); }}",
         "};",
     ]
+
+
+def _early_reads(body: Stmt, coords: set[str]) -> dict[Load, Var]:
+    """The loads of a straight-line epilogue `body` that may run before its results exist: indices
+    over the output's coordinates and dims alone, from buffers the body does not store to. Each
+    maps to the Var (`e0`, `e1`, ...) that stands for it."""
+    stmts = body.body if isinstance(body, Seq) else (body,)
+    if not all(isinstance(x, (Store, Let, Assign)) for x in stmts):
+        return {}
+    stored = {id(x.buffer) for x in stmts if isinstance(x, Store)}
+    found: dict[Load, Var] = {}
+
+    def visit(x: Expr) -> Expr:
+        for ld in loads(x):
+            if id(ld.buffer) in stored or ld in found:
+                continue
+            if all(free_vars(i) <= coords for i in ld.index):
+                found[ld] = Var(f"e{len(found)}", ld.dtype)
+        return x
+
+    map_exprs(body, visit)
+    return found
 
 
 def _gemm_device(program: Program, r: Realization) -> list[str]:

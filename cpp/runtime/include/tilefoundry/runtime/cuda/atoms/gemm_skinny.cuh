@@ -38,6 +38,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include <cooperative_groups.h>
 #include <cuda_runtime_api.h>
@@ -274,6 +275,28 @@ struct SkinnyElementwise {
   F f;
   template <class T, int G>
   __device__ void operator()(int, int64_t m, int64_t n, int64_t, T const (&c)[G]) const { f(m, n, c); }
+  /// The epilogue's reads that need no result (`f.early(m, n)`, where F has them).
+  template <class E = F>
+  __device__ auto early(int, int64_t m, int64_t n, int64_t) const -> decltype(std::declval<E const&>().early(m, n)) {
+    return f.early(m, n);
+  }
+  template <class T, int G, class E>
+  __device__ void operator()(int, int64_t m, int64_t n, int64_t, T const (&c)[G], E const& pre) const {
+    f(m, n, c, pre);
+  }
+};
+
+/// What `out.early(s, m, n, N)` returns (`type`), where `Out` takes its reads early (`value`):
+/// the register kernel reads them right after the PDL wait, so their latency overlaps the K loop
+/// instead of following the lanes' butterfly at the kernel's end.
+template <class Out, class = void>
+struct skinny_early : std::false_type {
+  struct type {};
+};
+template <class Out>
+struct skinny_early<Out, std::void_t<decltype(std::declval<Out const&>().early(0, int64_t{}, int64_t{}, int64_t{}))>>
+    : std::true_type {
+  using type = decltype(std::declval<Out const&>().early(0, int64_t{}, int64_t{}, int64_t{}));
 };
 
 /// The head of a warp's rows: packs p < P of each, at k = p · 256 + lane · 8 (those below K).
@@ -324,6 +347,15 @@ gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t
     A = staged;
   }
   if (!active) return;
+  // At M = 1 the epilogue's early reads (the residual an add takes) leave now, lane 0 holding them.
+  constexpr bool kEarly = skinny_early<Out>::value && MT == 1;
+  [[maybe_unused]] typename skinny_early<Out>::type pre[R];
+  if constexpr (kEarly) {
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) pre[r] = out.early(s, int64_t{0}, n0 + r, N);
+    }
+  }
   // The head, the U-pack loop and the tail each spell out their FMAs: one helper taking the pack
   // through a lambda changed the code nvcc made for G = 2 and R = 1 (the settled gate/up GEMV
   // behind a 6 us stretch took 14.0 us instead of 10.3 on the H200).
@@ -432,7 +464,8 @@ gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t
         T c[G];
 #pragma unroll
         for (int g = 0; g < G; ++g) c[g] = cast<T>(kFolded ? acc[g][r][m] * scale : acc[g][r][m]);
-        out(s, static_cast<int64_t>(m), n0 + r, N, c);
+        if constexpr (kEarly) out(s, static_cast<int64_t>(m), n0 + r, N, c, pre[r]);
+        else out(s, static_cast<int64_t>(m), n0 + r, N, c);
       }
     }
   }
