@@ -413,7 +413,7 @@ void pair_sweep() {
   std::printf("  %-26s %5.1f us\n", "PDL, R1U4 (512 CTAs)", r1 - first);
   // As a decode layer runs them: gate/up writes down's A through silu * mul, and down adds its
   // result to the residual stream (in the step, down's marginal is 13.7 us a layer against the
-  // 9.1-9.5 above: are the epilogues the difference?).
+  // 9.1-9.5 above: are the epilogues the difference? 2026-12-01: 8.9 us, they are not).
   T* x;
   cudaMalloc(&x, 2 * dn.s.n[0] * sizeof(T));
   fill_random<<<16, 256>>>(x, 2 * dn.s.n[0], 11);
