@@ -40,6 +40,8 @@
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
 #include <tilefoundry/runtime/cuda/atoms/vector_access.cuh>
 
+#include "skinny_wave.cuh"
+
 namespace chain {
 
 using namespace tilefoundry::atoms;
@@ -187,26 +189,10 @@ gemm_skinny_chain(T const* __restrict__ A1, SkinnyBtRows<T> rows1, Mid mid, T co
     if (ways.dynamic_rows && lane == 0) taken = atomicAdd(&bar->next, 1u);
     int64_t const following = ways.dynamic_rows ? warps + __shfl_sync(0xffffffffu, taken, 0) : n + warps;
     float acc[G] = {};
-#pragma unroll
-    for (int p = 0; p < KP; ++p) {
-      T a[8];  // A1 is read again for each row (from L1: 2 * K1 bytes shared by every warp)
-      load_pack<8>(A1 + p * 256 + lane * 8, a);
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        T const* w = reinterpret_cast<T const*>(&b[g][p]);
-#pragma unroll
-        for (int c = 0; c < 8; ++c) acc[g] = acc[g] + cast<float>(a[c]) * cast<float>(w[c]);
-      }
-    }
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-#pragma unroll
-      for (int off = 16; off > 0; off /= 2) acc[g] = acc[g] + __shfl_xor_sync(0xffffffffu, acc[g], off);
-    }
+    wave::wave_fma<T, G, KP>(A1, 0, K1, lane, b, acc);
+    T c[G];
+    wave::wave_results(acc, c);
     if (lane == 0) {
-      T c[G];
-#pragma unroll
-      for (int g = 0; g < G; ++g) c[g] = cast<T>(acc[g]);
       mid(0, int64_t{0}, n, N1, c);
     }
     n = following;

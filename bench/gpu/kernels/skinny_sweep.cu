@@ -329,17 +329,11 @@ void prefetch_sweep(Shape const& s) {
   std::printf("\n");
 }
 
-/// The bulk kernel's results against the register-streaming kernel's (bf16 results: they may
-/// differ by a rounding step, their sums being added in other orders).
-template <int G>
-void check(Shape const& s) {
-  Bench const bench(s);
+/// `other`'s results against the register kernel's on weight copy 1 (bf16 results: they may
+/// differ by a rounding step, their sums being added in other orders); `label` names `other`.
+template <int G, class Other>
+void compare(Bench const& bench, Other& other, char const* label) {
   Gemv<G, 2, 4> ref(bench);
-  BulkGemv<G> bulk(bench);
-  if (bulk.plan.ru == 0) {
-    std::printf("check %-8s: no bulk cut\n", s.name);
-    return;
-  }
   int64_t total = 0;
   for (int m = 0; m < bench.members(); ++m) total += bench.rows(m);
   float *a, *b;
@@ -352,9 +346,9 @@ void check(Shape const& s) {
     cb.c[m] = b + off;
     off += bench.rows(m);
   }
-  cudaMemset(b, 0xff, total * sizeof(float));  // NaN where the bulk kernel writes nothing
+  cudaMemset(b, 0xff, total * sizeof(float));  // NaN where `other` writes nothing
   ref.launch(1, nullptr, false, ca);
-  bulk.launch(1, nullptr, true, cb);
+  other.launch(1, nullptr, true, cb);
   std::vector<float> ha(total), hb(total);
   cudaMemcpy(ha.data(), a, total * sizeof(float), cudaMemcpyDeviceToHost);
   cudaMemcpy(hb.data(), b, total * sizeof(float), cudaMemcpyDeviceToHost);
@@ -366,10 +360,24 @@ void check(Shape const& s) {
     worst = d > worst ? d : worst;
     scale = std::abs(ha[i]) > scale ? std::abs(ha[i]) : scale;
   }
-  std::printf("check %-8s bulk RU%d x%d: %lld of %lld off (max diff %.3g, max |c| %.3g)\n", s.name, bulk.plan.ru,
-              bulk.plan.stages, static_cast<long long>(bad), static_cast<long long>(total), worst, scale);
+  std::printf("check %-8s %s: %lld of %lld off (max diff %.3g, max |c| %.3g)\n", bench.s.name, label,
+              static_cast<long long>(bad), static_cast<long long>(total), worst, scale);
   cudaFree(a);
   cudaFree(b);
+}
+
+/// The bulk kernel's results against the register-streaming kernel's.
+template <int G>
+void check(Shape const& s) {
+  Bench const bench(s);
+  BulkGemv<G> bulk(bench);
+  if (bulk.plan.ru == 0) {
+    std::printf("check %-8s: no bulk cut\n", s.name);
+    return;
+  }
+  char label[32];
+  std::snprintf(label, sizeof label, "bulk RU%d x%d", bulk.plan.ru, bulk.plan.stages);
+  compare<G>(bench, bulk, label);
 }
 
 /// The MLP pair of a decode layer: the RMS norm, gate/up (settled, with PDL), then down launched
@@ -667,7 +675,7 @@ void wave_row(Shape const& s) {
 }
 
 /// Every decode projection: the atom's register kernel against one wave of 16-warp CTAs, and
-/// the wave kernel's results against the register kernel's (down, gate/up).
+/// the wave kernel's results against the register kernel's (down, and two odd-sized members).
 void wave_sweep() {
   wave_row<1, 8, 16>({"qkv", 1, {2048, 1024, 1024}, 2048});
   wave_row<1, 8, 16>({"o_proj", 1, {2048}, 2048});
@@ -677,88 +685,53 @@ void wave_sweep() {
   wave_row<1, 8, 16>({"lm_head", 1, {151936}, 2048});
   for (Shape const& sh : {Shape{"down", 1, {2048}, 6144}, Shape{"odd", 1, {36, 20}, 2048}}) {
     Bench const bench(sh);
-    int64_t const total = bench.layout().total<1>();
-    float *a, *b;
-    cudaMalloc(&a, total * sizeof(float));
-    cudaMalloc(&b, total * sizeof(float));
-    Collect ca{}, cb{};
-    int64_t off = 0;
-    for (int m = 0; m < bench.members(); ++m) {
-      ca.c[m] = a + off;
-      cb.c[m] = b + off;
-      off += bench.rows(m);
-    }
-    cudaMemset(b, 0xff, total * sizeof(float));
-    Gemv<1, 2, 4>(bench).launch(1, nullptr, false, ca);
-    WaveGemv<1, 16>(bench).launch(1, nullptr, false, cb);
-    std::vector<float> ha(total), hb(total);
-    cudaMemcpy(ha.data(), a, total * sizeof(float), cudaMemcpyDeviceToHost);
-    cudaMemcpy(hb.data(), b, total * sizeof(float), cudaMemcpyDeviceToHost);
-    int64_t bad = 0;
-    double worst = 0;
-    for (int64_t i = 0; i < total; ++i) {
-      double const d = std::abs(double(ha[i]) - double(hb[i]));
-      if (!(d <= 0.02 * (std::abs(ha[i]) + 1))) ++bad;
-      worst = d > worst ? d : worst;
-    }
-    std::printf("check wave %-6s: %lld of %lld off (max diff %.3g)\n", sh.name, static_cast<long long>(bad),
-                static_cast<long long>(total), worst);
-    cudaFree(a);
-    cudaFree(b);
+    WaveGemv<1, 16> wave(bench);
+    compare<1>(bench, wave, "wave CP16");
   }
 }
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IONBF, 0);  // what printed before a crash still shows
-  if (argc > 1 && std::string(argv[1]) == "resident") {
-    for (int64_t ns : {4000, 8000, 12000}) resident_sweep(ns);
+  std::string const mode = argc > 1 ? argv[1] : "";
+  std::pair<char const*, std::function<void()>> const modes[] = {
+      {"resident", [] { for (int64_t ns : {4000, 8000, 12000}) resident_sweep(ns); }},
+      {"barrier", barrier_sweep},
+      {"wave", wave_sweep},
+      {"chain", chain_sweep},
+      {"pair", pair_sweep},
+      {"check",
+       [] {
+         check<1>({"qkv", 1, {2048, 1024, 1024}, 2048});
+         check<2>({"gate_up", 2, {6144}, 2048});
+         check<1>({"down", 1, {2048}, 6144});
+         check<1>({"lm_head", 1, {151936}, 2048});
+         check<1>({"odd", 1, {36, 20}, 2048});
+       }},
+      {"prefetch",
+       [] {
+         prefetch_sweep<1, 2, 4>({"qkv", 1, {2048, 1024, 1024}, 2048});
+         prefetch_sweep<1, 2, 4>({"o_proj", 1, {2048}, 2048});
+         prefetch_sweep<2, 2, 4>({"gate_up", 2, {6144}, 2048});
+         prefetch_sweep<1, 1, 4>({"down", 1, {2048}, 6144});
+         prefetch_sweep<1, 4, 2>({"lm_head", 1, {151936}, 2048});
+       }},
+      {"",
+       [] {
+         sweep<1>({"qkv", 1, {2048, 1024, 1024}, 2048});
+         sweep<1>({"o_proj", 1, {2048}, 2048});
+         sweep<2>({"gate_up", 2, {6144}, 2048});
+         sweep<1>({"down", 1, {2048}, 6144});
+         sweep<1>({"lm_head", 1, {151936}, 2048});
+         sweep<1>({"n6144", 1, {6144}, 2048});  // bench/gpu's lone gate_up GEMV (x @ w.T, one member)
+       }},
+  };
+  for (auto const& [name, run] : modes) {
+    if (mode != name) continue;
+    run();
     std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
     return 0;
   }
-  if (argc > 1 && std::string(argv[1]) == "barrier") {
-    barrier_sweep();
-    std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
-    return 0;
-  }
-  if (argc > 1 && std::string(argv[1]) == "wave") {
-    wave_sweep();
-    std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
-    return 0;
-  }
-  if (argc > 1 && std::string(argv[1]) == "chain") {
-    chain_sweep();
-    std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
-    return 0;
-  }
-  if (argc > 1 && std::string(argv[1]) == "pair") {
-    pair_sweep();
-    std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
-    return 0;
-  }
-  if (argc > 1 && std::string(argv[1]) == "check") {
-    check<1>({"qkv", 1, {2048, 1024, 1024}, 2048});
-    check<2>({"gate_up", 2, {6144}, 2048});
-    check<1>({"down", 1, {2048}, 6144});
-    check<1>({"lm_head", 1, {151936}, 2048});
-    check<1>({"odd", 1, {36, 20}, 2048});
-    std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
-    return 0;
-  }
-  if (argc > 1 && std::string(argv[1]) == "prefetch") {
-    prefetch_sweep<1, 2, 4>({"qkv", 1, {2048, 1024, 1024}, 2048});
-    prefetch_sweep<1, 2, 4>({"o_proj", 1, {2048}, 2048});
-    prefetch_sweep<2, 2, 4>({"gate_up", 2, {6144}, 2048});
-    prefetch_sweep<1, 1, 4>({"down", 1, {2048}, 6144});
-    prefetch_sweep<1, 4, 2>({"lm_head", 1, {151936}, 2048});
-    std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
-    return 0;
-  }
-  sweep<1>({"qkv", 1, {2048, 1024, 1024}, 2048});
-  sweep<1>({"o_proj", 1, {2048}, 2048});
-  sweep<2>({"gate_up", 2, {6144}, 2048});
-  sweep<1>({"down", 1, {2048}, 6144});
-  sweep<1>({"lm_head", 1, {151936}, 2048});
-  sweep<1>({"n6144", 1, {6144}, 2048});  // bench/gpu's lone gate_up GEMV (x @ w.T, one member)
-  std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
-  return 0;
+  std::printf("skinny_sweep: unknown mode '%s'; modes: resident, barrier, wave, chain, pair, check, prefetch, or none\n",
+              mode.c_str());
+  return 2;
 }

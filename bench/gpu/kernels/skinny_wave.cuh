@@ -25,6 +25,36 @@ using namespace tilefoundry::atoms::detail;
 
 inline constexpr int kWaveWarps = 16;
 
+/// acc[g] += the lane's packs of A from k0 on · b[g]'s CP packs (those below K).
+template <class T, int G, int CP>
+__device__ inline void wave_fma(T const* A, int64_t k0, int64_t K, int lane, uint4 const (&b)[G][CP],
+                                float (&acc)[G]) {
+#pragma unroll
+  for (int p = 0; p < CP; ++p) {
+    int64_t const k = k0 + p * 256 + lane * 8;
+    if (k >= K) break;
+    T a[8];  // A is read again for each row (from L1: every warp shares it)
+    load_pack<8>(A + k, a);
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      T const* w = reinterpret_cast<T const*>(&b[g][p]);
+#pragma unroll
+      for (int c = 0; c < 8; ++c) acc[g] = acc[g] + cast<float>(a[c]) * cast<float>(w[c]);
+    }
+  }
+}
+
+/// The lanes' sums added by a butterfly and rounded to T, as an epilogue receives them.
+template <class T, int G>
+__device__ inline void wave_results(float (&acc)[G], T (&c)[G]) {
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) acc[g] = acc[g] + __shfl_xor_sync(0xffffffffu, acc[g], off);
+    c[g] = cast<T>(acc[g]);
+  }
+}
+
 template <class T, int G, int CP, class Out>
 __global__ void __launch_bounds__(kWaveWarps * 32, 1)
 gemv_wave(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t K, Out out) {
@@ -51,30 +81,12 @@ gemv_wave(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t K, Out out) {
     float acc[G] = {};
     for (int64_t k0 = 0; k0 < K; k0 += CP * 256) {
       if (!(first && k0 == 0)) load(n, k0);
-#pragma unroll
-      for (int p = 0; p < CP; ++p) {
-        int64_t const k = k0 + p * 256 + lane * 8;
-        if (k >= K) break;
-        T a[8];
-        load_pack<8>(A + k, a);
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-          T const* w = reinterpret_cast<T const*>(&b[g][p]);
-#pragma unroll
-          for (int c = 0; c < 8; ++c) acc[g] = acc[g] + cast<float>(a[c]) * cast<float>(w[c]);
-        }
-      }
+      wave_fma<T, G, CP>(A, k0, K, lane, b, acc);
     }
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-#pragma unroll
-      for (int off = 16; off > 0; off /= 2) acc[g] = acc[g] + __shfl_xor_sync(0xffffffffu, acc[g], off);
-    }
+    T c[G];
+    wave_results(acc, c);
     if (lane == 0) {
       auto const [s, begin, N] = rows.template member<G>(n);
-      T c[G];
-#pragma unroll
-      for (int g = 0; g < G; ++g) c[g] = cast<T>(acc[g]);
       out(s, int64_t{0}, n - begin, N, c);
     }
   }
