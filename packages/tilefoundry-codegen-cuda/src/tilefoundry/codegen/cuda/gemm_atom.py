@@ -20,6 +20,8 @@ before it (attention, a norm) still runs.
 
 from __future__ import annotations
 
+import itertools
+
 from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.plan.atoms import GemmRegion, match_gemm
 from tilefoundry.ir.plan.gemm_epilogues import epilogue_chain
@@ -161,7 +163,7 @@ def _epilogue_device(program: Program, r: Realization) -> list[str]:
 
     dims = dim_names(program)
     body = map_exprs(n.body, lambda x: transform(x, result))
-    early = _early_reads(body, {m.var, n.var} | set(dims))
+    early = early_reads(body, {m.var, n.var} | set(dims))
     body = map_exprs(body, lambda x: transform(x, lambda y: early.get(y)))
     names = {f"c_{i}": f"c[{i}]" for i in range(len(members))}
     names |= {v.name: f"pre.{v.name}" for v in early.values()}
@@ -191,7 +193,7 @@ def _epilogue_device(program: Program, r: Realization) -> list[str]:
     ]
 
 
-def _early_reads(body: Stmt, coords: set[str]) -> dict[Load, Var]:
+def early_reads(body: Stmt, coords: set[str]) -> dict[Load, Var]:
     """The loads of a straight-line epilogue `body` that may run before its results exist: indices
     over the output's coordinates and dims alone, from buffers the body does not store to. Each
     maps to the Var (`e0`, `e1`, ...) that stands for it."""
@@ -199,6 +201,8 @@ def _early_reads(body: Stmt, coords: set[str]) -> dict[Load, Var]:
     if not all(isinstance(x, (Store, Let, Assign)) for x in stmts):
         return {}
     stored = {id(x.buffer) for x in stmts if isinstance(x, Store)}
+    taken = {x.name for x in stmts if isinstance(x, (Let, Assign))}  # names the body binds
+    fresh = (f"e{k}" for k in itertools.count() if f"e{k}" not in taken)
     found: dict[Load, Var] = {}
 
     def visit(x: Expr) -> Expr:
@@ -206,7 +210,7 @@ def _early_reads(body: Stmt, coords: set[str]) -> dict[Load, Var]:
             if id(ld.buffer) in stored or ld in found:
                 continue
             if all(free_vars(i) <= coords for i in ld.index):
-                found[ld] = Var(f"e{len(found)}", ld.dtype)
+                found[ld] = Var(next(fresh), ld.dtype)
         return x
 
     map_exprs(body, visit)
