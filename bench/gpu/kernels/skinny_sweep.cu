@@ -16,7 +16,9 @@
 // same pair behind a stretch that prefetches down's weights into L2 (resident_sweep); `sweep chain`,
 // the pair as one kernel (skinny_chain.cuh) against its two launches (chain_sweep); `sweep wave`,
 // each projection as one wave of 16-warp CTAs (skinny_wave.cuh) against the atom's R2U4 (wave_sweep);
-// `sweep barrier`, a grid barrier's cost against a kernel boundary's (barrier_sweep).
+// `sweep barrier`, a grid barrier's cost against a kernel boundary's (barrier_sweep); `sweep
+// attention`, Qwen3-1.7B's decode attention at short context as one CTA a kv head
+// (decode_attention_small.cuh) against the atom's split-KV clusters (attention_sweep).
 //
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DNDEBUG \
 //        -I cpp/runtime/include -I <cutlass>/include bench/gpu/kernels/skinny_sweep.cu -o /tmp/sweep
@@ -30,8 +32,10 @@
 
 #include <cuda_runtime.h>
 
+#include <tilefoundry/runtime/cuda/atoms/attention.cuh>
 #include <tilefoundry/runtime/cuda/atoms/gemm_skinny.cuh>
 
+#include "decode_attention_small.cuh"
 #include "random_fill.cuh"
 #include "skinny_chain.cuh"
 #include "skinny_wave.cuh"
@@ -633,6 +637,67 @@ void barrier_sweep() {
   cudaFree(bar);
 }
 
+/// Decode attention of Qwen3-1.7B's shape (Hq 16, Hkv 8, D 128, a 4096-key cache) behind a 1-CTA
+/// stand-in, per kv length: the atom (16-CTA clusters at this capacity) against one CTA a kv head;
+/// then the two outputs compared.
+void attention_sweep() {
+  constexpr int64_t kHq = 16, kHkv = 8, kD = 128, kSkv = 4096;
+  T *q, *k, *v, *out_atom, *out_small, *stand;
+  int64_t* kv_len;
+  cudaMalloc(&q, kHq * kD * sizeof(T));
+  cudaMalloc(&k, kHkv * kSkv * kD * sizeof(T));
+  cudaMalloc(&v, kHkv * kSkv * kD * sizeof(T));
+  cudaMalloc(&out_atom, kHq * kD * sizeof(T));
+  cudaMalloc(&out_small, kHq * kD * sizeof(T));
+  cudaMalloc(&stand, 2048 * sizeof(T));
+  cudaMalloc(&kv_len, sizeof(int64_t));
+  fill_random<<<64, 256>>>(q, kHq * kD, 3);
+  fill_random<<<1024, 256>>>(k, kHkv * kSkv * kD, 5);
+  fill_random<<<1024, 256>>>(v, kHkv * kSkv * kD, 7);
+  fill_random<<<16, 256>>>(stand, 2048, 9);
+  float const scale = 1.0f / std::sqrt(static_cast<float>(kD));
+  AttentionArgs<T, int64_t> a{q, k, v, out_atom, kv_len, false, 1, kHq, kHkv, 1, kSkv, scale, true};
+  void* ws = nullptr;
+  size_t const ws_bytes = attention_workspace_bytes(a, kD);
+  if (ws_bytes > 0) cudaMalloc(&ws, ws_bytes);
+  detail::AttnPlan const plan = detail::attention_plan(a, kD);
+  std::printf("attention: atom plan %d splits, cluster %d, %lld keys a split at most\n", plan.splits,
+              plan.cluster ? 1 : 0, static_cast<long long>(plan.chunk));
+  auto stand_in = [&](cudaStream_t st) { launch_kernel(norm_row, dim3(1), dim3(256), 0, st, stand, int64_t{2048}); };
+  auto atom = [&](cudaStream_t st) {
+    cudaError_t const err = attention<128, 2>(a, ws, st);
+    if (err != cudaSuccess) std::printf("atom: %s\n", cudaGetErrorString(err));
+  };
+  auto small = [&](cudaStream_t st) {
+    small_attention::launch_small<T, kHq / kHkv>(q, k, v, out_small, kv_len, 1, kHkv, kSkv, scale, st);
+  };
+  for (int64_t n : {16, 144, 512, 2048}) {
+    cudaMemcpy(kv_len, &n, sizeof(n), cudaMemcpyHostToDevice);
+    float const base = per_step([&](int, cudaStream_t st) { stand_in(st); });
+    float const t_atom = per_step([&](int, cudaStream_t st) { stand_in(st); atom(st); }) - base;
+    float const t_small = per_step([&](int, cudaStream_t st) { stand_in(st); small(st); }) - base;
+    float const alone_atom = per_step([&](int, cudaStream_t st) { atom(st); });
+    float const alone_small = per_step([&](int, cudaStream_t st) { small(st); });
+    atom(nullptr);
+    small(nullptr);
+    cudaDeviceSynchronize();
+    std::vector<float> const ra = host_floats(out_atom, kHq * kD), rs = host_floats(out_small, kHq * kD);
+    double worst = 0;
+    for (size_t i = 0; i < ra.size(); ++i) worst = std::max(worst, std::abs(double(ra[i]) - double(rs[i])));
+    std::printf("  %5lld keys: behind a 1-CTA kernel atom %5.1f us, one CTA a kv head %5.1f us (alone %5.1f / %5.1f);"
+                " outputs differ by %.3g at most\n", static_cast<long long>(n), t_atom, t_small, alone_atom,
+                alone_small, worst);
+  }
+  cudaFree(ws);
+  cudaFree(kv_len);
+  cudaFree(stand);
+  cudaFree(out_small);
+  cudaFree(out_atom);
+  cudaFree(v);
+  cudaFree(k);
+  cudaFree(q);
+}
+
 /// The GEMV of `bench` as one wave of 16-warp CTAs, CP packs a lane a member in flight (skinny_wave.cuh).
 template <int G, int CP>
 struct WaveGemv {
@@ -696,6 +761,7 @@ int main(int argc, char** argv) {
   std::pair<char const*, std::function<void()>> const modes[] = {
       {"resident", [] { for (int64_t ns : {4000, 8000, 12000}) resident_sweep(ns); }},
       {"barrier", barrier_sweep},
+      {"attention", attention_sweep},
       {"wave", wave_sweep},
       {"chain", chain_sweep},
       {"pair", pair_sweep},
@@ -731,7 +797,7 @@ int main(int argc, char** argv) {
     std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
     return 0;
   }
-  std::printf("skinny_sweep: unknown mode '%s'; modes: resident, barrier, wave, chain, pair, check, prefetch, or none\n",
+  std::printf("skinny_sweep: unknown mode '%s'; modes: resident, barrier, attention, wave, chain, pair, check, prefetch, or none\n",
               mode.c_str());
   return 2;
 }
