@@ -42,7 +42,19 @@ from tilefoundry.ir.tile.expr import (
     loads,
     unary,
 )
-from tilefoundry.ir.tile.stmt import Alloc, Assign, AtomCall, Buffer, For, Kernel, Let, Seq, Stmt, Store
+from tilefoundry.ir.tile.stmt import (
+    Alloc,
+    Assign,
+    AtomCall,
+    Buffer,
+    For,
+    Kernel,
+    Let,
+    Seq,
+    Stmt,
+    Store,
+    statements,
+)
 
 ATOM_DTYPES = ("f32", "bf16", "f16")
 HEAD_DIMS = range(32, 257, 32)
@@ -74,10 +86,6 @@ def same(a: object, b: object) -> bool:
             return False
         return all(same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
     return a == b
-
-
-def _seq(s: Stmt) -> tuple[Stmt, ...]:
-    return s.body if isinstance(s, Seq) else (s,)
 
 
 class _Shape(Exception):
@@ -212,12 +220,12 @@ def _match(k: Kernel) -> AttentionRegion:
         len(chain) == 3 and isinstance(inner, Alloc), "the body is not (b, h, i) rows around one scratch row"
     )
     acc = inner.buffer  # type: ignore[union-attr]
-    top = _seq(inner.body)  # type: ignore[union-attr]
+    top = statements(inner.body)  # type: ignore[union-attr]
     _expect(
         len(top) == 6 and isinstance(top[4], For) and isinstance(top[5], For), "the row is not one key scan"
     )
     let_len, let_m, let_l, zero, scan, fin = top
-    step = _seq(scan.body)  # type: ignore[union-attr]
+    step = statements(scan.body)  # type: ignore[union-attr]
     _expect(
         len(step) == 9 and isinstance(step[1], For) and isinstance(step[7], For),
         "the key step is not one score, one online update and one accumulator update",

@@ -28,7 +28,17 @@ from tilefoundry.ir.plan.gemm_epilogues import epilogue_chain
 from tilefoundry.ir.plan.gemm_groups import gemm_members
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
 from tilefoundry.ir.tile.expr import Const, Expr, Load, Var, free_vars, loads, mul, transform
-from tilefoundry.ir.tile.stmt import Assign, AtomCall, Kernel, Let, Program, Seq, Stmt, Store, map_exprs
+from tilefoundry.ir.tile.stmt import (
+    Assign,
+    AtomCall,
+    Kernel,
+    Let,
+    Program,
+    Stmt,
+    Store,
+    map_exprs,
+    statements,
+)
 
 from .atoms import AtomKind, register
 from .gemm_prologue import construct, group_init, realized_prologue, staged_flag
@@ -197,7 +207,7 @@ def early_reads(body: Stmt, coords: set[str]) -> dict[Load, Var]:
     """The loads of a straight-line epilogue `body` that may run before its results exist: indices
     over the output's coordinates and dims alone, from buffers the body does not store to. Each
     maps to the Var (`e0`, `e1`, ...) that stands for it."""
-    stmts = body.body if isinstance(body, Seq) else (body,)
+    stmts = statements(body)
     if not all(isinstance(x, (Store, Let, Assign)) for x in stmts):
         return {}
     stored = {id(x.buffer) for x in stmts if isinstance(x, Store)}

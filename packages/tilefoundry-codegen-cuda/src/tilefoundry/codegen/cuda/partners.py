@@ -31,7 +31,7 @@ from tilefoundry.ir.tile.expr import (
     substitute,
     transform,
 )
-from tilefoundry.ir.tile.stmt import Assign, Let, Seq, Stmt, Store
+from tilefoundry.ir.tile.stmt import Assign, Let, Stmt, Store, statements
 
 from .vector import Exchange, PackPlan, lane_offset, row_threads, signed_terms
 
@@ -78,7 +78,7 @@ def share_partner_loads(plan: PackPlan, extent: Expr, body: Stmt, prefix: str) -
 
 def _exchanges(plan: PackPlan, body: Stmt, prefix: str) -> tuple[Exchange, ...]:
     """The largest values of the body that read only partner packs and row-uniform names."""
-    stmts = body.body if isinstance(body, Seq) else (body,)
+    stmts = statements(body)
     moving = {plan.var} | {s.name for s in stmts if isinstance(s, Let)} - plan.hoisted
     reads = {(id(a.buffer), index): a for a in plan.loads if a.partner is not None for index in a.reads}
     owners = {a.name: a for a in plan.loads}

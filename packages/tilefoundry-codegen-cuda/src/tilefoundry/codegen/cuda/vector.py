@@ -58,7 +58,7 @@ from tilefoundry.ir.tile.expr import (
     substitute,
     walk,
 )
-from tilefoundry.ir.tile.stmt import Assign, Buffer, Let, Seq, Stmt, Store
+from tilefoundry.ir.tile.stmt import Assign, Buffer, Let, Stmt, Store, statements
 
 from .serial import indent
 
@@ -275,7 +275,7 @@ def plan_packs(
         prefix: stem of the lane-array names (unique per loop in a kernel).
         carries: scalars the body may update (a distributed reduction's partial carries).
     """
-    stmts = body.body if isinstance(body, Seq) else (body,)
+    stmts = statements(body)
     if not all(isinstance(s, (Let, Store)) or (isinstance(s, Assign) and s.name in carries) for s in stmts):
         return "its body holds more than value definitions, stores and carry updates"
     stores = [s for s in stmts if isinstance(s, Store)]
@@ -524,7 +524,7 @@ class PackCode:
         """Hoisted definitions, lane arrays and their packed loads, then the folds and the
         definitions that read them: the pack's loads are in flight while a fold loads its row."""
         n = self.plan.lanes
-        stmts = body.body if isinstance(body, Seq) else (body,)
+        stmts = statements(body)
         hoisted = [s for s in stmts if isinstance(s, Let) and s.name in self.plan.hoisted]
         late = _reading_folds(hoisted)
         folds = self._folds(cx, self.plan.folds)
@@ -635,7 +635,7 @@ class PackCode:
             f"for (int l_ = 0; l_ < {self.plan.lanes}; ++l_) {{",
             f"  const int64_t {self.plan.var} = {self.base} + l_;",
         ]
-        for s in body.body if isinstance(body, Seq) else (body,):
+        for s in statements(body):
             if isinstance(s, Store):
                 lines.append(f"  {stores[(id(s.buffer), s.index)]}[l_] = {cx(swap(s.value))};")
             elif isinstance(s, Assign):

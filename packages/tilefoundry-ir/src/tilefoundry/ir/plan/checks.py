@@ -34,10 +34,10 @@ from ..tile.stmt import (
     Kernel,
     Let,
     Program,
-    Seq,
     Stmt,
     map_stmt,
     seq,
+    statements,
     stmt_exprs,
     substitute_stmt,
     walk_stmts,
@@ -55,7 +55,7 @@ def check_units(body: Stmt) -> list[Stmt]:
     """
     units: list[list[Stmt]] = []
     open_: list[Stmt] = []
-    for s in body.body if isinstance(body, Seq) else (body,):
+    for s in statements(body):
         open_.append(s)
         if isinstance(s, (For, Check)):
             units.append(open_)

@@ -49,10 +49,10 @@ from ..tile.stmt import (
     Let,
     Program,
     RegionUpdate,
-    Seq,
     Stmt,
     Store,
     seq,
+    statements,
     stmt_exprs,
     walk_stmts,
 )
@@ -65,7 +65,7 @@ def _nest(k: Kernel) -> tuple[list[For], tuple[Stmt, ...]]:
     while isinstance(body, For):
         loops.append(body)
         body = body.body
-    return loops, body.body if isinstance(body, Seq) else (body,)
+    return loops, statements(body)
 
 
 def _placed(k: Kernel) -> bool:

@@ -183,13 +183,18 @@ class AtomCall(Stmt):
     prologue: Kernel | None = None
 
 
+def statements(s: Stmt) -> tuple[Stmt, ...]:
+    """The top-level statements of `s`: a Seq's body, else `s` alone."""
+    return s.body if isinstance(s, Seq) else (s,)
+
+
 def seq(*stmts: Stmt | None) -> Stmt:
     """A Seq of the non-None statements, flattening nested Seqs; one statement stays itself."""
     flat: list[Stmt] = []
     for s in stmts:
         if s is None:
             continue
-        flat.extend(s.body if isinstance(s, Seq) else (s,))
+        flat.extend(statements(s))
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
 
 
