@@ -23,10 +23,6 @@ M = DimVar("M", 1, 17)
 TOLERANCE = {torch.bfloat16: 3e-2}
 
 
-def _t(w):
-    return tf.transpose(w, (1, 0))
-
-
 @func
 def bulk_cuts(
     x: Tensor[(M, 256), bf16],
@@ -42,7 +38,7 @@ def bulk_cuts(
     # way: `wide` in units of 8 rows of 512 bytes, eight stages, each refilled many times; `tall`
     # (K = 6144) in units of 2 rows, four warps a row; `four` (32772 rows) in units of 4, two warps
     # a row. `odd` (65537 rows) has no cut.
-    return x @ _t(wide), y @ _t(tall), z @ _t(four), v @ _t(odd)
+    return x @ wide.T, y @ tall.T, z @ four.T, v @ odd.T
 
 
 _BULK_SHAPES = ((262144, 256), (10924, 6144), (32772, 2048), (65537, 1024))
@@ -85,7 +81,7 @@ def normed_head(
     x: Tensor[(M, 1024), bf16], g: ConstTensor[(1024,), bf16], table: ConstTensor[(65536, 1024), bf16]
 ):
     # An LM head's shape (128 MiB of B, the bulk kernel's threshold) behind its final RMS norm.
-    return tf.rms_norm(x, g, eps=1e-6) @ _t(table)
+    return tf.rms_norm(x, g, eps=1e-6) @ table.T
 
 
 def _make_normed_head(n: int, gen: torch.Generator) -> tuple:

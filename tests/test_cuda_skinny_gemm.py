@@ -26,10 +26,6 @@ M = DimVar("M", 1, 17)
 TOLERANCE = {torch.bfloat16: 3e-2, torch.float16: 4e-3, torch.float32: 2e-4}
 
 
-def _t(w):
-    return tf.transpose(w, (1, 0))
-
-
 @func
 def projections(
     x: Tensor[(M, 1024), bf16],
@@ -38,7 +34,7 @@ def projections(
     wv: ConstTensor[(520, 1024), bf16],
 ):
     # Three Linear weights (out, in) read by one activation: one grouped call (ir.plan.gemm_groups).
-    return x @ _t(wq), x @ _t(wk), x @ _t(wv)
+    return x @ wq.T, x @ wk.T, x @ wv.T
 
 
 def _make_projections(n: int, gen: torch.Generator) -> tuple:
@@ -89,7 +85,7 @@ def gated_mlp(
     down: ConstTensor[(1024, 768), bf16],
 ):
     # silu(gate) * up is the epilogue of the gate/up group; the residual add that of the down GEMM.
-    return x + (tf.silu(x @ _t(gate)) * (x @ _t(up))) @ _t(down)
+    return x + (tf.silu(x @ gate.T) * (x @ up.T)) @ down.T
 
 
 def _make_mlp(n: int, gen: torch.Generator) -> tuple:
@@ -163,7 +159,7 @@ def normed_projections(
     # epilogue) and q/k (a plain group).
     h = tf.rms_norm(x, norm_x, eps=1e-6)
     g = tf.rms_norm(y, norm_y, eps=1e-6)
-    return tf.silu(h @ _t(w_gate)) * (h @ _t(w_up)), g @ _t(w_q), g @ _t(w_k)
+    return tf.silu(h @ w_gate.T) * (h @ w_up.T), g @ w_q.T, g @ w_k.T
 
 
 def _make_normed(n: int, gen: torch.Generator, offset: int = 0) -> tuple:
@@ -183,7 +179,7 @@ def _make_normed(n: int, gen: torch.Generator, offset: int = 0) -> tuple:
 def short_group(x: Tensor[(M, 96), bf16], wa: ConstTensor[(48, 96), bf16], wb: ConstTensor[(32, 96), bf16]):
     # One grouped call whose members both fit the tensor-core kernel past M = 8: 3 + 2 CTAs of 16
     # rows, member b's first at row 48; K = 96 is 3 blocks of 32 for the CTA's 8 warps.
-    return x @ _t(wa), x @ _t(wb)
+    return x @ wa.T, x @ wb.T
 
 
 def _make_short(n: int, gen: torch.Generator) -> tuple:
@@ -201,7 +197,7 @@ def layer_normed(
 ):
     # Layer norm subtracts the row's mean before scaling: not a row scale times an element map, so
     # its prologue stages the normalized rows in each CTA instead of folding into the K loop.
-    return tf.layer_norm(x, g, b, eps=1e-5) @ _t(w)
+    return tf.layer_norm(x, g, b, eps=1e-5) @ w.T
 
 
 def _make_layer_normed(n: int, gen: torch.Generator) -> tuple:
