@@ -62,10 +62,11 @@ SIZES = [
 ]
 # about four units in the last place of each 16-bit format
 TOLERANCE = {torch.bfloat16: 3e-2, torch.float16: 4e-3}
-# Decode over a cache of DECODE_SKV keys with kv_len short (most splits empty), mid and full;
-# per-batch kv_len takes the pairs, one shared kv_len the first of each.
+# Decode over a cache of DECODE_SKV keys with kv_len short (the cluster form's rank 0 alone up to
+# kFlashSoloKeys = 128, attention.cuh), either side of that bound, mid and full; per-batch kv_len
+# takes the pairs (one launch, its clusters on both paths), one shared kv_len the first of each.
 DECODE_SKV = 2048
-DECODE_LENS = [(1, 700), (5, 2048), (700, 1), (2048, 5)]
+DECODE_LENS = [(1, 700), (5, 2048), (128, 129), (129, 128), (700, 1), (2048, 5)]
 
 
 @module
@@ -280,9 +281,10 @@ def _decode_inputs(
 @pytest.mark.parametrize("build", ["default", "sm_80"])
 @pytest.mark.parametrize("name", ["gqa2_f16_d64", "gqa4_bf16_d64", "gqa4_f16_d128"])
 def test_decode_with_short_mid_and_full_kv_len_on_gpu(request, build: str, name: str) -> None:
-    """Decode rows (g · Sq = g and 16) over a 2048-key cache with kv_len 1, 5, 700 and 2048 (most
-    splits empty, some, none), GQA g = 2 and 4, D 64 and 128: the one-launch cluster merge of the
-    default build on sm_90 and the split kernel plus merge kernel of the sm_80 build agree with sdpa."""
+    """Decode rows (g · Sq = g and 16) over a 2048-key cache with kv_len 1, 5, 128, 129, 700 and 2048
+    (rank 0 alone, the splits sharing them with most empty, some, none), GQA g = 2 and 4, D 64 and
+    128: the one-launch cluster form of the default build on sm_90 (solo or merged in the cluster)
+    and the split kernel plus merge kernel of the sm_80 build agree with sdpa."""
     from tilefoundry.runtime.loader import load_linked_module
 
     linked = request.getfixturevalue("linked" if build == "default" else "linked_sm80")

@@ -17,8 +17,8 @@
 // the pair as one kernel (skinny_chain.cuh) against its two launches (chain_sweep); `sweep wave`,
 // each projection as one wave of 16-warp CTAs (skinny_wave.cuh) against the atom's R2U4 (wave_sweep);
 // `sweep barrier`, a grid barrier's cost against a kernel boundary's (barrier_sweep); `sweep
-// attention`, Qwen3-1.7B's decode attention at short context as one CTA a kv head
-// (decode_attention_small.cuh) against the atom's split-KV clusters (attention_sweep).
+// attention`, Qwen3-1.7B's decode attention at short context: the atom's split-KV clusters, the
+// same clusters with rank 0 taking every key (solo), one CTA a kv head (decode_attention_small.cuh).
 //
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DNDEBUG \
 //        -I cpp/runtime/include -I <cutlass>/include bench/gpu/kernels/skinny_sweep.cu -o /tmp/sweep
@@ -638,17 +638,18 @@ void barrier_sweep() {
 }
 
 /// Decode attention of Qwen3-1.7B's shape (Hq 16, Hkv 8, D 128, a 4096-key cache) behind a 1-CTA
-/// stand-in, per kv length: the atom (16-CTA clusters at this capacity) against one CTA a kv head;
-/// then the two outputs compared.
+/// stand-in, per kv length: the atom (16-CTA clusters at this capacity), the same kernel with its
+/// rank 0 taking every key alone (plan.solo), and one small CTA a kv head; outputs compared.
 void attention_sweep() {
   constexpr int64_t kHq = 16, kHkv = 8, kD = 128, kSkv = 4096;
-  T *q, *k, *v, *out_atom, *out_small, *stand;
+  T *q, *k, *v, *out_atom, *out_solo, *out_small, *stand;
   int64_t* kv_len;
   cudaMalloc(&q, kHq * kD * sizeof(T));
   cudaMalloc(&k, kHkv * kSkv * kD * sizeof(T));
   cudaMalloc(&v, kHkv * kSkv * kD * sizeof(T));
   cudaMalloc(&out_atom, kHq * kD * sizeof(T));
   cudaMalloc(&out_small, kHq * kD * sizeof(T));
+  cudaMalloc(&out_solo, kHq * kD * sizeof(T));
   cudaMalloc(&stand, 2048 * sizeof(T));
   cudaMalloc(&kv_len, sizeof(int64_t));
   fill_random<<<64, 256>>>(q, kHq * kD, 3);
@@ -661,37 +662,52 @@ void attention_sweep() {
   size_t const ws_bytes = attention_workspace_bytes(a, kD);
   if (ws_bytes > 0) cudaMalloc(&ws, ws_bytes);
   detail::AttnPlan const plan = detail::attention_plan(a, kD);
-  std::printf("attention: atom plan %d splits, cluster %d, %lld keys a split at most\n", plan.splits,
-              plan.cluster ? 1 : 0, static_cast<long long>(plan.chunk));
+  std::printf("attention: atom plan %d splits, cluster %d, %lld keys a split at most, solo up to %d keys\n",
+              plan.splits, plan.cluster ? 1 : 0, static_cast<long long>(plan.chunk), plan.solo);
+  if (!plan.cluster) {
+    std::printf("attention: the plan is not the cluster form; nothing to compare\n");
+    return;
+  }
   auto stand_in = [&](cudaStream_t st) { launch_kernel(norm_row, dim3(1), dim3(256), 0, st, stand, int64_t{2048}); };
-  auto atom = [&](cudaStream_t st) {
-    cudaError_t const err = attention<128, 2>(a, ws, st);
+  auto atom_as = [&](int solo, T* out, cudaStream_t st) {  // the plan's cluster kernel, its solo bound set
+    AttentionArgs<T, int64_t> b = a;
+    b.out = out;
+    detail::AttnPlan p = plan;
+    p.solo = solo;
+    cudaError_t const err = detail::flash_mma_cluster<T, int64_t, detail::FlashKeysConfig<128>>(b, p, st);
     if (err != cudaSuccess) std::printf("atom: %s\n", cudaGetErrorString(err));
   };
+  auto atom = [&](cudaStream_t st) { atom_as(0, out_atom, st); };
+  auto solo = [&](cudaStream_t st) { atom_as(kSkv, out_solo, st); };
   auto small = [&](cudaStream_t st) {
     small_attention::launch_small<T, kHq / kHkv>(q, k, v, out_small, kv_len, 1, kHkv, kSkv, scale, st);
   };
-  for (int64_t n : {16, 144, 512, 2048}) {
+  auto worst_gap = [&](T const* x, T const* y) {
+    std::vector<float> const rx = host_floats(x, kHq * kD), ry = host_floats(y, kHq * kD);
+    double worst = 0;
+    for (size_t i = 0; i < rx.size(); ++i) worst = std::max(worst, std::abs(double(rx[i]) - double(ry[i])));
+    return worst;
+  };
+  for (int64_t n : {16, 64, 144, 256, 512, 1024, 2048}) {
     cudaMemcpy(kv_len, &n, sizeof(n), cudaMemcpyHostToDevice);
     float const base = per_step([&](int, cudaStream_t st) { stand_in(st); });
     float const t_atom = per_step([&](int, cudaStream_t st) { stand_in(st); atom(st); }) - base;
+    float const t_solo = per_step([&](int, cudaStream_t st) { stand_in(st); solo(st); }) - base;
     float const t_small = per_step([&](int, cudaStream_t st) { stand_in(st); small(st); }) - base;
-    float const alone_atom = per_step([&](int, cudaStream_t st) { atom(st); });
-    float const alone_small = per_step([&](int, cudaStream_t st) { small(st); });
     atom(nullptr);
+    solo(nullptr);
     small(nullptr);
     cudaDeviceSynchronize();
-    std::vector<float> const ra = host_floats(out_atom, kHq * kD), rs = host_floats(out_small, kHq * kD);
-    double worst = 0;
-    for (size_t i = 0; i < ra.size(); ++i) worst = std::max(worst, std::abs(double(ra[i]) - double(rs[i])));
-    std::printf("  %5lld keys: behind a 1-CTA kernel atom %5.1f us, one CTA a kv head %5.1f us (alone %5.1f / %5.1f);"
-                " outputs differ by %.3g at most\n", static_cast<long long>(n), t_atom, t_small, alone_atom,
-                alone_small, worst);
+    std::printf("  %5lld keys behind a 1-CTA kernel: atom %5.1f us, its rank 0 alone %5.1f us, one small CTA a kv head"
+                " %5.1f us; outputs differ from the atom's by %.3g (alone), %.3g (small) at most\n",
+                static_cast<long long>(n), t_atom, t_solo, t_small, worst_gap(out_atom, out_solo),
+                worst_gap(out_atom, out_small));
   }
   cudaFree(ws);
   cudaFree(kv_len);
   cudaFree(stand);
   cudaFree(out_small);
+  cudaFree(out_solo);
   cudaFree(out_atom);
   cudaFree(v);
   cudaFree(k);

@@ -262,9 +262,12 @@ __device__ __forceinline__ void flash_slice(FlashWarpState<D>& w, T const* kt, T
 // ---------------------------------------------------------------- the kernel
 
 /// Cluster: the CTAs of blockIdx.z are one cluster whose cluster_merge writes out (`part` unused).
+/// solo (Cluster only): when the row block sees at most `solo` keys at run time, the cluster's
+/// rank 0 takes them all and writes out itself, and the other ranks leave at once: no partial, no
+/// cluster barrier (every rank reads the same kv_len, so all agree). 0: never.
 template <class T, class LenT, class Cfg, bool Cluster>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
-flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
+flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int solo) {
   pdl_begin();
   constexpr int D = Cfg::kD, P = Cfg::kPitch, CP = Cfg::kCPitch, Keys = Cfg::kKeys, Step = Cfg::kStepKeys;
   constexpr int Stages = Cfg::kStages, kChunks = D / 8;  // 16-byte chunks per row
@@ -294,8 +297,12 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
   }
   // The splits share the keys this row block sees at run time (the same for every split of it):
   // an even share each, in whole steps, never more than the capacity's chunk the plan passed. At a
-  // short kv_len each split with keys takes one step and the rest none.
-  if (cta_end > 0) {
+  // short kv_len each split with keys takes one step and the rest none, or (solo) rank 0 all.
+  bool const alone = Cluster && cta_end <= solo;
+  if (alone && blockIdx.z != 0) return;
+  if (alone) {
+    chunk = static_cast<int>(cta_end > Step ? (cta_end + Step - 1) / Step * Step : Step);
+  } else if (cta_end > 0) {
     int64_t const even = ((cta_end + gridDim.z - 1) / gridDim.z + Step - 1) / Step * Step;
     chunk = even < chunk ? static_cast<int>(even) : chunk;
   }
@@ -465,16 +472,16 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
       acc.w += wt * x.w;
     }
     int64_t const orow = row_base + rho0 + r;
-    if constexpr (Cluster) {
+    if (alone || (!Cluster && gridDim.z == 1)) {
+      float const inv = ll > 0.0f ? 1.0f / ll : 0.0f;
+      uint2 const packed = make_uint2(pack_half2<T>(acc.x * inv, acc.y * inv), pack_half2<T>(acc.z * inv, acc.w * inv));
+      *reinterpret_cast<uint2*>(a.out_rows().row(orow, D) + c4) = packed;
+    } else if (Cluster) {
       *reinterpret_cast<float4*>(park_acc + r * D + c4) = acc;
       if (c4 == 0) {
         park_ml[r * 2] = mm;
         park_ml[r * 2 + 1] = ll;
       }
-    } else if (gridDim.z == 1) {
-      float const inv = ll > 0.0f ? 1.0f / ll : 0.0f;
-      uint2 const packed = make_uint2(pack_half2<T>(acc.x * inv, acc.y * inv), pack_half2<T>(acc.z * inv, acc.w * inv));
-      *reinterpret_cast<uint2*>(a.out_rows().row(orow, D) + c4) = packed;
     } else {
       int64_t const slot = static_cast<int64_t>(blockIdx.z) * part.rows + orow;
       *reinterpret_cast<float4*>(part.acc + slot * D + c4) = acc;
@@ -484,9 +491,9 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
       }
     }
   }
-  if constexpr (Cluster) {  // every CTA gets here, an empty chunk's with m = -inf, l = 0
+  if constexpr (Cluster) {  // every CTA but a solo cluster's gets here, an empty chunk's with m = -inf, l = 0
     int const rows = static_cast<int>(rows_kv - rho0 < Cfg::kRows ? rows_kv - rho0 : Cfg::kRows);
-    cluster_merge<T, D, Cfg::kThreads>(park_acc, park_ml, rows, a.out_rows(), row_base + rho0);
+    if (!alone) cluster_merge<T, D, Cfg::kThreads>(park_acc, park_ml, rows, a.out_rows(), row_base + rho0);
   }
 }
 
