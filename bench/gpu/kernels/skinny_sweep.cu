@@ -714,6 +714,129 @@ void attention_sweep() {
   cudaFree(q);
 }
 
+/// bench/gpu's decode attention rows (B 1, Hq 32, Hkv 8, D 128, kv_len = the cache's capacity) in
+/// the atom's cluster form with other keys configs: deeper cp.async pipelines at one CTA an SM,
+/// and eight key warps. The KV copies rotate past L2; each config's output is compared with the
+/// atom's (the same splits; the key warps' combine order may differ).
+template <class Cfg>
+float depth_time(AttentionArgs<T, int64_t> const& a, detail::AttnPlan const& plan, std::vector<T*> const& ks,
+                 std::vector<T*> const& vs, T* out) {
+  detail::flash_cluster_room<T, int64_t, Cfg>();  // readies its shared memory and cluster size
+  auto run = [&](int i, cudaStream_t st) {
+    AttentionArgs<T, int64_t> b = a;
+    b.k = ks[i % ks.size()];
+    b.v = vs[i % vs.size()];
+    b.out = out;
+    cudaError_t const err = detail::flash_mma_cluster<T, int64_t, Cfg>(b, plan, st);
+    if (err != cudaSuccess) std::printf("depth: %s\n", cudaGetErrorString(err));
+  };
+  float const us = per_step(run);
+  run(0, nullptr);
+  cudaDeviceSynchronize();
+  return us;
+}
+
+/// The same call in the workspace form: `want` splits a row block (FlashKeysConfig, no cluster:
+/// two CTAs an SM anywhere), then attention_merge over the partials.
+float workspace_time(AttentionArgs<T, int64_t> const& a, int64_t want, std::vector<T*> const& ks,
+                     std::vector<T*> const& vs, T* out, int& splits) {
+  using Cfg = detail::FlashKeysConfig<128>;
+  int64_t const rows = a.batch * a.heads * a.sq, ctas = a.batch * a.kv_heads;
+  detail::AttnPlan const plan =
+      detail::split_keys(detail::AttnTier::mma_keys, ctas, ctas * want, a.skv, Cfg::kStepKeys, detail::kFlashMinChunk, 1);
+  splits = plan.splits;
+  void* ws = nullptr;
+  cudaMalloc(&ws, detail::attention_partial_bytes(plan.splits, rows, 128));
+  detail::AttnPartials const part = detail::AttnPartials::in(ws, plan.splits, rows);
+  auto run = [&](int i, cudaStream_t st) {
+    AttentionArgs<T, int64_t> b = a;
+    b.k = ks[i % ks.size()];
+    b.v = vs[i % vs.size()];
+    b.out = out;
+    cudaError_t err = detail::flash_mma<T, int64_t, Cfg>(b, part, plan, st);
+    if (err == cudaSuccess) {
+      err = launch_kernel(detail::attention_merge<T, 128>, dim3(static_cast<unsigned>(rows)),
+                          dim3(detail::kMergeRuns * 32), 0, st, part, b.out_rows(), plan.splits);
+    }
+    if (err != cudaSuccess) std::printf("workspace: %s\n", cudaGetErrorString(err));
+  };
+  float const us = per_step(run);
+  run(0, nullptr);
+  cudaDeviceSynchronize();
+  cudaFree(ws);
+  return us;
+}
+
+void depth_sweep() {
+  constexpr int64_t kHq = 32, kHkv = 8, kD = 128;
+  for (int64_t skv : {1024, 4096, 16384, 32768}) {
+    size_t const elems = static_cast<size_t>(kHkv) * skv * kD;
+    int const copies = static_cast<int>(std::max<size_t>(2, (size_t{256} << 20) / (2 * elems * sizeof(T)) + 1));
+    std::vector<T*> ks(copies), vs(copies);
+    for (int c = 0; c < copies; ++c) {
+      cudaMalloc(&ks[c], elems * sizeof(T));
+      cudaMalloc(&vs[c], elems * sizeof(T));
+      fill_random<<<1024, 256>>>(ks[c], static_cast<int64_t>(elems), 5 + 2 * c);
+      fill_random<<<1024, 256>>>(vs[c], static_cast<int64_t>(elems), 6 + 2 * c);
+    }
+    T *q, *o_ref, *o_var;
+    int64_t* kv_len;
+    cudaMalloc(&q, kHq * kD * sizeof(T));
+    cudaMalloc(&o_ref, kHq * kD * sizeof(T));
+    cudaMalloc(&o_var, kHq * kD * sizeof(T));
+    cudaMalloc(&kv_len, sizeof(int64_t));
+    fill_random<<<64, 256>>>(q, kHq * kD, 3);
+    cudaMemcpy(kv_len, &skv, sizeof(skv), cudaMemcpyHostToDevice);
+    float const scale = 1.0f / std::sqrt(static_cast<float>(kD));
+    AttentionArgs<T, int64_t> a{q, ks[0], vs[0], o_ref, kv_len, false, 1, kHq, kHkv, 1, skv, scale, true};
+    detail::AttnPlan const plan = detail::attention_plan(a, kD);
+    double const mb = 2.0 * elems * sizeof(T) / 1e6;
+    std::printf("ctx %5lld (%.1f MB of K and V, %d copies): plan %d splits of %lld keys, cluster %d\n",
+                static_cast<long long>(skv), mb, copies, plan.splits, static_cast<long long>(plan.chunk),
+                plan.cluster ? 1 : 0);
+    if (plan.cluster) {
+      auto row = [&](char const* name, float us, T const* out) {
+        std::vector<float> const rr = host_floats(o_ref, kHq * kD), rv = host_floats(out, kHq * kD);
+        double worst = 0;
+        for (size_t i = 0; i < rr.size(); ++i) worst = std::max(worst, std::abs(double(rr[i]) - double(rv[i])));
+        std::printf("  %-44s %6.1f us  %5.2f TB/s  (differs by %.3g)\n", name, us, mb / us,
+                    worst);
+      };
+      using detail::FlashConfig;
+      float const base = depth_time<FlashConfig<128, 1, 4, 16, 3, 2>>(a, plan, ks, vs, o_ref);
+      row("atom: 4 key warps, 3 stages, 2 CTAs an SM", base, o_ref);
+      row("4 key warps, 4 stages, 1 CTA an SM", depth_time<FlashConfig<128, 1, 4, 16, 4, 1>>(a, plan, ks, vs, o_var),
+          o_var);
+      row("4 key warps, 6 stages, 1 CTA an SM", depth_time<FlashConfig<128, 1, 4, 16, 6, 1>>(a, plan, ks, vs, o_var),
+          o_var);
+      row("8 key warps, 3 stages, 1 CTA an SM", depth_time<FlashConfig<128, 1, 8, 16, 3, 1>>(a, plan, ks, vs, o_var),
+          o_var);
+      for (int64_t want : {16, 33, 66}) {
+        int splits = 0;
+        float const us = workspace_time(a, want, ks, vs, o_var, splits);
+        char name[64];
+        std::snprintf(name, sizeof(name), "workspace form, %d splits + merge kernel", splits);
+        row(name, us, o_var);
+      }
+    }
+    using detail::FlashConfig;
+    detail::ClusterRoom const r2 = detail::flash_cluster_room<T, int64_t, FlashConfig<128, 1, 4, 16, 3, 2>>();
+    detail::ClusterRoom const r1 = detail::flash_cluster_room<T, int64_t, FlashConfig<128, 1, 4, 16, 4, 1>>();
+    if (skv == 1024) {
+      std::printf("  clusters resident at once: 2 CTAs an SM %d of 8, %d of 16; 1 CTA an SM %d of 8, %d of 16\n",
+                  r2.of8, r2.of16, r1.of8, r1.of16);
+    }
+    for (int c = 0; c < copies; ++c) {
+      cudaFree(ks[c]);
+      cudaFree(vs[c]);
+    }
+    cudaFree(q);
+    cudaFree(o_ref);
+    cudaFree(o_var);
+    cudaFree(kv_len);
+  }
+}
+
 /// The GEMV of `bench` as one wave of 16-warp CTAs, CP packs a lane a member in flight (skinny_wave.cuh).
 template <int G, int CP>
 struct WaveGemv {
@@ -778,6 +901,7 @@ int main(int argc, char** argv) {
       {"resident", [] { for (int64_t ns : {4000, 8000, 12000}) resident_sweep(ns); }},
       {"barrier", barrier_sweep},
       {"attention", attention_sweep},
+      {"depth", depth_sweep},
       {"wave", wave_sweep},
       {"chain", chain_sweep},
       {"pair", pair_sweep},
@@ -813,7 +937,7 @@ int main(int argc, char** argv) {
     std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
     return 0;
   }
-  std::printf("skinny_sweep: unknown mode '%s'; modes: resident, barrier, attention, wave, chain, pair, check, prefetch, or none\n",
+  std::printf("skinny_sweep: unknown mode '%s'; modes: resident, barrier, attention, depth, wave, chain, pair, check, prefetch, or none\n",
               mode.c_str());
   return 2;
 }
