@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import catalogue_programs as cat
 
 Q = DimVar("q", 1, 400)
-K = DimVar("k", 1, 3001)
+K = DimVar("k", 1, 8192)
 
 # (Sq, Skv): decode rows over short and long caches, a few query tokens (g · Sq <= 16 still takes
 # the keys config, with causal rows of several heads in one tile), ragged prefill, Sq > Skv
@@ -62,11 +62,14 @@ SIZES = [
 ]
 # about four units in the last place of each 16-bit format
 TOLERANCE = {torch.bfloat16: 3e-2, torch.float16: 4e-3}
-# Decode over a cache of DECODE_SKV keys with kv_len short (the cluster form's rank 0 alone up to
-# kFlashSoloKeys = 128, attention.cuh), either side of that bound, mid and full; per-batch kv_len
-# takes the pairs (one launch, its clusters on both paths), one shared kv_len the first of each.
-DECODE_SKV = 2048
-DECODE_LENS = [(1, 700), (5, 2048), (128, 129), (129, 128), (700, 1), (2048, 5)]
+# Decode over a cache of 2048 keys (the cluster form on sm_90) and of 8192 (past kClusterMaxKeys:
+# the workspace form) with kv_len short (split 0 alone up to kFlashSoloKeys = 128, attention.cuh),
+# either side of that bound, mid and full; per-batch kv_len takes the pairs (one launch, both
+# paths in it), one shared kv_len the first of each.
+DECODE_LENS = {
+    2048: [(1, 700), (5, 2048), (128, 129), (129, 128), (700, 1), (2048, 5)],
+    8192: [(1, 8192), (128, 5000), (129, 3), (8192, 128)],
+}
 
 
 @module
@@ -268,10 +271,10 @@ def test_attention_atom_matches_sdpa_on_gpu(linked, name: str) -> None:
 
 
 def _decode_inputs(
-    name: str, sq: int, lens: tuple[int, int], gen: torch.Generator
+    name: str, sq: int, skv: int, lens: tuple[int, int], gen: torch.Generator
 ) -> tuple[torch.Tensor, ...]:
-    """make_inputs at (Sq, DECODE_SKV) with kv_len set to `lens` (per batch) or its first (shared)."""
-    q, k, v, _ = make_inputs(name, sq, DECODE_SKV, gen)
+    """make_inputs at (Sq, Skv) with kv_len set to `lens` (per batch) or its first (shared)."""
+    q, k, v, _ = make_inputs(name, sq, skv, gen)
     kv = Cases.functions[name].params[3].type
     chosen = list(lens[: kv.shape[0]]) if kv.rank else lens[0]
     return q, k, v, torch.tensor(chosen, dtype=kv.dtype.torch).cuda()
@@ -282,9 +285,10 @@ def _decode_inputs(
 @pytest.mark.parametrize("name", ["gqa2_f16_d64", "gqa4_bf16_d64", "gqa4_f16_d128"])
 def test_decode_with_short_mid_and_full_kv_len_on_gpu(request, build: str, name: str) -> None:
     """Decode rows (g · Sq = g and 16) over a 2048-key cache with kv_len 1, 5, 128, 129, 700 and 2048
-    (rank 0 alone, the splits sharing them with most empty, some, none), GQA g = 2 and 4, D 64 and
-    128: the one-launch cluster form of the default build on sm_90 (solo or merged in the cluster)
-    and the split kernel plus merge kernel of the sm_80 build agree with sdpa."""
+    and an 8192-key one with 1-8192 (split 0 alone, the splits sharing them with most empty, some,
+    none), GQA g = 2 and 4, D 64 and 128: the default build on sm_90 (the one-launch cluster form
+    at 2048 keys, the split kernel plus merge kernel at 8192, solo or merged) and the sm_80 build
+    (always the two kernels) agree with sdpa."""
     from tilefoundry.runtime.loader import load_linked_module
 
     linked = request.getfixturevalue("linked" if build == "default" else "linked_sm80")
@@ -292,24 +296,27 @@ def test_decode_with_short_mid_and_full_kv_len_on_gpu(request, build: str, name:
     q_heads, kv_heads = (p.type.shape[1] for p in Cases.functions[name].params[:2])
     gen = torch.Generator().manual_seed(13)
     for sq in (1, 16 // (q_heads // kv_heads)):
-        for lens in DECODE_LENS:
-            where = f"{build} build at Sq={sq}, kv_len={lens}"
-            _run_and_check(f, name, _decode_inputs(name, sq, lens, gen), where)
+        for skv, cases in DECODE_LENS.items():
+            for lens in cases:
+                where = f"{build} build at Sq={sq}, Skv={skv}, kv_len={lens}"
+                _run_and_check(f, name, _decode_inputs(name, sq, skv, lens, gen), where)
 
 
 @pytest.mark.gpu
-def test_decode_split_kv_is_one_launch_on_sm90_on_gpu(linked, linked_sm80) -> None:
-    """On an sm_90 device the default build's decode split-KV is one cluster launch per attention
-    (no merge kernel); the sm_80 build launches a merge after each split kernel."""
+def test_decode_split_kv_is_one_launch_on_sm90_up_to_4096_keys_on_gpu(linked, linked_sm80) -> None:
+    """On an sm_90 device the default build's decode split-KV over a 2048-key cache is one cluster
+    launch per attention (no merge kernel); over 8192 keys (past kClusterMaxKeys), and in the sm_80
+    build at any length, a merge kernel follows each split kernel."""
     from tilefoundry.runtime.loader import load_linked_module
 
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("thread-block clusters need an sm_90 device")
     gen = torch.Generator().manual_seed(17)
     counts = {}
-    for build, lib in (("default", linked), ("sm_80", linked_sm80)):
+    calls = (("default", linked, 2048), ("default", linked, 8192), ("sm_80", linked_sm80, 2048))
+    for build, lib, skv in calls:
         f = load_linked_module(lib, "gqa4_f16_d128")
-        args = make_inputs("gqa4_f16_d128", 1, DECODE_SKV, gen)
+        args = make_inputs("gqa4_f16_d128", 1, skv, gen)
         outs = tuple(torch.empty_like(args[0]) for _ in OUTPUTS["gqa4_f16_d128"])
         f(*args, *outs)  # the plan's per-device facts are read on the first call
         torch.cuda.synchronize()
@@ -317,10 +324,10 @@ def test_decode_split_kv_is_one_launch_on_sm90_on_gpu(linked, linked_sm80) -> No
             f(*args, *outs)
             torch.cuda.synchronize()
         names = [e.name for e in prof.events()]
-        counts[build] = tuple(
+        counts[build, skv] = tuple(
             sum(kernel in n for n in names) for kernel in ("flash_mma_kernel", "attention_merge")
         )
-    assert counts == {"default": (2, 0), "sm_80": (2, 2)}
+    assert counts == {("default", 2048): (2, 0), ("default", 8192): (2, 2), ("sm_80", 2048): (2, 2)}
 
 
 @pytest.mark.gpu
@@ -339,11 +346,14 @@ def test_misaligned_16_bit_q_takes_the_simt_tier_on_gpu(linked) -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("name", "sq", "skv"), [("gqa4_bf16_d64", 1, 2048), ("mha_bf16_d128", 40, 3000)])
+@pytest.mark.parametrize(
+    ("name", "sq", "skv"),
+    [("gqa4_bf16_d64", 1, 2048), ("gqa4_bf16_d64", 1, 8192), ("mha_bf16_d128", 40, 3000)],
+)
 def test_split_kv_merge_replays_in_a_cuda_graph_on_gpu(linked, name: str, sq: int, skv: int) -> None:
-    """Split-KV on tensor cores, decode as one cluster launch (sm_90) and prefill with its merge
-    launched as a programmatic dependent: correct on a side stream, and replayed from a CUDA graph
-    after the inputs change in place."""
+    """Split-KV on tensor cores, decode as one cluster launch (sm_90, 2048 keys) or with its merge
+    (8192 keys) and prefill with its merge launched as a programmatic dependent: correct on a side
+    stream, and replayed from a CUDA graph after the inputs change in place."""
     from tilefoundry.runtime.loader import load_linked_module
 
     f = load_linked_module(linked, name)
@@ -491,17 +501,19 @@ def test_bshd_prefill_rows_tier_on_gpu(bshd, name: str) -> None:
 @pytest.mark.parametrize("build", ["default", "sm_80"])
 @pytest.mark.parametrize("name", ["gqa4_bf16_d64", "gqa2_f16_d128"])
 def test_bshd_decode_keys_tier_on_gpu(request, build: str, name: str) -> None:
-    """g · Sq <= 16 over a 2048-key cache: the keys config's split-KV merged in one cluster (default
-    build on sm_90) or by the merge kernel (sm_80 build) writes (B, Sq, Hq, D)."""
+    """g · Sq <= 16 over a 2048- and an 8192-key cache: the keys config's split-KV merged in one
+    cluster (default build on sm_90, 2048 keys) or by the merge kernel (8192 keys, sm_80 build), or
+    split 0 alone, writes (B, Sq, Hq, D)."""
     from tilefoundry.runtime.loader import load_linked_module
 
     f = load_linked_module(request.getfixturevalue("bshd" if build == "default" else "bshd_sm80")[0], name)
     q_heads, kv_heads = (p.type.shape[1] for p in Bshd.functions[name].params[:2])
     gen = torch.Generator().manual_seed(29)
     for sq in (1, 16 // (q_heads // kv_heads)):
-        for lens in DECODE_LENS:
-            where = f"{build} build at Sq={sq}, kv_len={lens}"
-            _run_bshd(f, name, _bshd_inputs(name, sq, DECODE_SKV, lens, gen), where)
+        for skv, cases in DECODE_LENS.items():
+            for lens in cases:
+                where = f"{build} build at Sq={sq}, Skv={skv}, kv_len={lens}"
+                _run_bshd(f, name, _bshd_inputs(name, sq, skv, lens, gen), where)
 
 
 @pytest.mark.gpu

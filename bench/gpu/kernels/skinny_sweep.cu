@@ -755,8 +755,9 @@ float workspace_time(AttentionArgs<T, int64_t> const& a, int64_t want, std::vect
     b.out = out;
     cudaError_t err = detail::flash_mma<T, int64_t, Cfg>(b, part, plan, st);
     if (err == cudaSuccess) {
-      err = launch_kernel(detail::attention_merge<T, 128>, dim3(static_cast<unsigned>(rows)),
-                          dim3(detail::kMergeRuns * 32), 0, st, part, b.out_rows(), plan.splits);
+      err = launch_kernel(detail::attention_merge<T, 128, int64_t>, dim3(static_cast<unsigned>(rows)),
+                          dim3(detail::kMergeRuns * 32), 0, st, part, b.out_rows(), plan.splits,
+                          detail::SoloRows<int64_t>{b.kv_len, false, b.skv, b.heads * b.sq, 0});
     }
     if (err != cudaSuccess) std::printf("workspace: %s\n", cudaGetErrorString(err));
   };
@@ -789,12 +790,15 @@ void depth_sweep() {
     cudaMemcpy(kv_len, &skv, sizeof(skv), cudaMemcpyHostToDevice);
     float const scale = 1.0f / std::sqrt(static_cast<float>(kD));
     AttentionArgs<T, int64_t> a{q, ks[0], vs[0], o_ref, kv_len, false, 1, kHq, kHkv, 1, skv, scale, true};
-    detail::AttnPlan const plan = detail::attention_plan(a, kD);
+    // The cluster form the plan takes up to 4096 keys, at every capacity here.
+    detail::AttnPlan plan = detail::split_keys(detail::AttnTier::mma_keys, kHkv, 264, skv, 64, detail::kFlashMinChunk,
+                                               1, detail::kClusterNonPortable);
+    plan.cluster = true;
     double const mb = 2.0 * elems * sizeof(T) / 1e6;
     std::printf("ctx %5lld (%.1f MB of K and V, %d copies): plan %d splits of %lld keys, cluster %d\n",
                 static_cast<long long>(skv), mb, copies, plan.splits, static_cast<long long>(plan.chunk),
                 plan.cluster ? 1 : 0);
-    if (plan.cluster) {
+    {
       auto row = [&](char const* name, float us, T const* out) {
         std::vector<float> const rr = host_floats(o_ref, kHq * kD), rv = host_floats(out, kHq * kD);
         double worst = 0;

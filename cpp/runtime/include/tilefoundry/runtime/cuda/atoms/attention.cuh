@@ -12,27 +12,32 @@
 //   mma rows  (attention_mma.cuh)  16-bit, head dim 64/128, g · Sq > 16 (prefill): 128 rows x
 //             64-key steps on mma.sync tensor cores, FlashAttention-2's schedule, 3-stage cp.async.
 //   mma keys  (attention_mma.cuh)  16-bit, head dim 64/128, g · Sq <= 16 (decode): 16 rows, four
-//             warps splitting each 64-key step, split-KV across ~2 CTAs per SM.
+//             warps splitting each 64-key step, split-KV across ~2 CTAs per SM, 16 splits at most
+//             (on the H200 16 beat 32 and 64 at 4k-32k keys, `skinny_sweep depth`).
 //   simt      (below)              f32 (exact: no TF32), other head dims, unaligned operands:
 //             4 rows per CTA on CUDA cores, 32-key tiles, lane j scores key j.
 // Split-KV: when the rows leave the device idle, blockIdx.z (simt: .y) takes one chunk of keys (the
 // tensor-core tiers share the keys the row block sees at run time evenly, in whole steps, at most
 // the plan's chunk a split) and each split's partial (m, l, acc) is merged in split order with one
 // fixed association (attention_merge.cuh), in one of two ways:
-//   cluster   mma keys where this module's sm_90 code runs (device_facts().sm90_code): the splits
-//             of a (row block, batch · kv head) are ONE thread-block cluster along z (at most 16
-//             splits when every cluster of 16 of the call fits on the device at once, else 8).
+//   cluster   mma keys over at most kClusterMaxKeys (4096) keys of capacity where this module's
+//             sm_90 code runs (device_facts().sm90_code): the splits of a (row block, batch · kv
+//             head) are ONE thread-block cluster along z (at most 16 splits when every cluster of
+//             16 of the call fits on the device at once, else 8).
 //             Each CTA parks its partial in its own shared memory (over the drained K/V stages),
 //             cluster.sync(), the cluster's threads merge the block's rows reading every rank's
 //             partial through distributed shared memory, cluster.sync() again before any exits.
 //             A CTA whose chunk is empty (kv_len is a device value) still takes both barriers and
-//             parks m = -inf, l = 0. One launch, no workspace. Solo: while the row block sees at
-//             most kFlashSoloKeys keys at run time, rank 0 takes them all and writes out, and the
-//             other ranks leave at once, no barrier taken (decode's first tokens; 3.0 against
-//             5.6 us at 16-64 keys behind a 1-CTA kernel, H200, `skinny_sweep attention`).
-//   workspace everywhere else (sm_80 code, the rows tier, simt): each split writes its partial to
-//             the workspace (attention_args.cuh) and attention_merge, a second kernel, combines
-//             them.
+//             parks m = -inf, l = 0. One launch, no workspace. Past 4096 keys the same splits
+//             without clusters stream faster (H200: 3.5 against 2.4 TB/s at 32k keys, 3.0 against
+//             2.2 at 16k, merge kernel included), so the plan stops there.
+//   workspace everywhere else (sm_80 code, longer caches, the rows tier, simt): each split writes
+//             its partial to the workspace (attention_args.cuh) and attention_merge, a second
+//             kernel, combines them.
+// Solo (mma keys, either way): while the row block sees at most kFlashSoloKeys keys at run time,
+// split 0 takes them all and writes out, and the other splits leave at once: no cluster barrier,
+// and the merge kernel skips those rows (decode's first tokens; 3.0 against 5.6 us at 16-64 keys
+// behind a 1-CTA kernel in the cluster form, H200, `skinny_sweep attention`).
 // The plan (attention_plan) decides the tier, the splits and the way; attention_workspace_bytes
 // and attention() read the same plan. Every kernel here opens with pdl_begin() and launches with
 // programmatic dependent launch (launch_kernel, launch.cuh; the cluster launch sets the same
@@ -223,7 +228,9 @@ attention_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int64_t chunk, int
 
 inline constexpr int64_t kAttnMinChunk = 256;       // simt: keys per split at least
 inline constexpr int64_t kFlashMinChunk = 128;      // tensor cores: keys per split at least
-inline constexpr int kFlashSoloKeys = 128;          // cluster: at most this many keys, one CTA takes them
+inline constexpr int kFlashSoloKeys = 128;          // keys tier: at most this many keys, one CTA takes them
+inline constexpr int kKeysMaxSplits = 16;           // keys tier: splits a row block at most
+inline constexpr int64_t kClusterMaxKeys = 4096;    // keys tier: the cluster form up to this capacity
 inline constexpr int64_t kFlashMaxExtent = 1 << 30; // Sq, Skv: key and row indices stay int
 
 enum class AttnTier { simt, mma_rows, mma_keys };
@@ -239,7 +246,7 @@ struct AttnPlan {
   int64_t chunk;         ///< keys per split (tensor-core tiers: the most; attention_mma.cuh)
   int64_t row_blocks;    ///< tensor-core tiers: CTAs along the g · Sq rows of a kv head
   bool cluster = false;  ///< the splits merge inside one cluster each: one launch, no workspace
-  int solo = 0;          ///< cluster: up to this many keys at run time, rank 0 takes them alone
+  int solo = 0;          ///< keys tier: up to this many keys at run time, rank 0 takes them alone
 };
 
 /// Splits that bring `ctas` CTAs up to `target` (at most `max_splits` of them), each at least
@@ -353,16 +360,17 @@ inline AttnPlan attention_plan(AttentionArgs<T, LenT> const& a, int head_dim) {
       int64_t const ctas = row_blocks * a.batch * a.kv_heads;
       int64_t const target = static_cast<int64_t>(dev.sms) * f.per_sm;
       AttnTier const tier = keys ? AttnTier::mma_keys : AttnTier::mma_rows;
-      AttnPlan plan = split_keys(tier, ctas, target, a.skv, f.step, kFlashMinChunk, row_blocks);
-      if (keys && plan.splits > 1 && dev.sm90_code) {
+      int64_t const most = keys ? kKeysMaxSplits : std::numeric_limits<int>::max();
+      AttnPlan plan = split_keys(tier, ctas, target, a.skv, f.step, kFlashMinChunk, row_blocks, most);
+      if (keys && plan.splits > 1 && dev.sm90_code && a.skv <= kClusterMaxKeys) {
         ClusterRoom const room = keys_cluster_room<T, LenT>(head_dim);
         int const cap = room.of16 >= ctas ? kClusterNonPortable : room.of8 > 0 ? kClusterPortable : 0;
         if (cap > 0) {
           plan = split_keys(tier, ctas, target, a.skv, f.step, kFlashMinChunk, row_blocks, cap);
           plan.cluster = plan.splits > 1;
-          plan.solo = plan.cluster ? kFlashSoloKeys : 0;
         }
       }
+      plan.solo = keys && plan.splits > 1 ? kFlashSoloKeys : 0;
       return plan;
     }
   }
@@ -397,7 +405,7 @@ inline cudaError_t flash_mma(AttentionArgs<T, LenT> const& a, AttnPartials part,
   dim3 const grid(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(a.batch * a.kv_heads),
                   static_cast<unsigned>(plan.splits));
   return launch_kernel(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, a, part,
-                       static_cast<int>(plan.chunk), 0);
+                       static_cast<int>(plan.chunk), plan.solo);
 }
 
 /// The keys config with one cluster of plan.splits CTAs per (row block, batch · kv head), merged
@@ -474,8 +482,9 @@ inline cudaError_t attention(AttentionArgs<T, LenT> const& a, void* workspace, c
   }
   if (err != cudaSuccess || !merged) return err;
   // The merge launches while the split kernel runs and waits in pdl_begin() for its partials.
-  return launch_kernel(detail::attention_merge<T, D>, dim3(static_cast<unsigned>(rows)),
-                       dim3(detail::kMergeRuns * 32), 0, stream, part, a.out_rows(), plan.splits);
+  detail::SoloRows<LenT> const solo{a.kv_len, a.kv_len_per_batch, a.skv, a.heads * a.sq, plan.solo};
+  return launch_kernel(detail::attention_merge<T, D, LenT>, dim3(static_cast<unsigned>(rows)),
+                       dim3(detail::kMergeRuns * 32), 0, stream, part, a.out_rows(), plan.splits, solo);
 }
 
 }  // namespace tilefoundry::atoms
