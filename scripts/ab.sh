@@ -65,11 +65,14 @@ for i in "${!revs[@]}"; do
   for o in "${parts[@]:1}"; do printf '%q %q ' --option "$o" >> ".ab/$s.options"; done
   if [ "${revs[$i]}" = "." ]; then
     git ls-files -z --cached --others --exclude-standard | xargs -0 tar -c | tar -x -C ".ab/$s"
+    commit="$(git rev-parse --short HEAD)+worktree"
     what="working tree of $(git rev-parse --short HEAD)"
   else
     git archive "${revs[$i]}" | tar -x -C ".ab/$s"
-    what="${revs[$i]} ($(git rev-parse --short "${revs[$i]}"))"
+    commit=$(git rev-parse --short "${revs[$i]}")
+    what="${revs[$i]} ($commit)"
   fi
+  echo "$commit" > ".ab/$s.commit"  # the bench header's commit (the side's tree has no .git)
   (cd ".ab/$s" && uv build -q --all-packages --wheel -o .whl)
   echo "$s: $what${parts[1]:+ with ${parts[*]:1}}" >> .ab/sides.txt
 done
@@ -101,7 +104,8 @@ done
 run() {  # run SIDE CMD...: in that side's tree, with its site and build cache
   local s=$1
   shift
-  (cd "$s" && PYTHONPATH=/tmp/ab-site-$s:$PWD TILEFOUNDRY_CACHE_DIR=/tmp/ab-cache-$s "$@")
+  (cd "$s" && PYTHONPATH=/tmp/ab-site-$s:$PWD TILEFOUNDRY_CACHE_DIR=/tmp/ab-cache-$s \
+    TILEFOUNDRY_COMMIT=$(cat "$s.commit") "$@")
 }
 opts() {  # the side's own options, then (the last side) the ARGS after --
   eval "local own=($(cat "$1.options"))"
