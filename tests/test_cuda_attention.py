@@ -62,10 +62,10 @@ SIZES = [
 ]
 # about four units in the last place of each 16-bit format
 TOLERANCE = {torch.bfloat16: 3e-2, torch.float16: 4e-3}
-# Decode over a cache of 2048 keys (the cluster form on sm_90: its rank 0 alone up to
-# kFlashSoloKeys = 128, attention.cuh) and of 8192 (past kClusterMaxKeys: the workspace form) with
-# kv_len short, either side of that bound, mid and full; per-batch kv_len takes the pairs (one
-# launch, both paths in it), one shared kv_len the first of each.
+# Decode over a cache of 2048 keys (the cluster form on sm_90) and of 8192 (past kClusterMaxKeys:
+# the workspace form) with kv_len short (split 0 alone up to kFlashSoloKeys = 128, attention.cuh),
+# either side of that bound, mid and full; per-batch kv_len takes the pairs (one launch, both
+# paths in it), one shared kv_len the first of each.
 DECODE_LENS = {
     2048: [(1, 700), (5, 2048), (128, 129), (129, 128), (700, 1), (2048, 5)],
     8192: [(1, 8192), (128, 5000), (129, 3), (8192, 128)],
@@ -285,9 +285,9 @@ def _decode_inputs(
 @pytest.mark.parametrize("name", ["gqa2_f16_d64", "gqa4_bf16_d64", "gqa4_f16_d128"])
 def test_decode_with_short_mid_and_full_kv_len_on_gpu(request, build: str, name: str) -> None:
     """Decode rows (g · Sq = g and 16) over a 2048-key cache with kv_len 1, 5, 128, 129, 700 and 2048
-    and an 8192-key one with 1-8192 (rank 0 alone, the splits sharing them with most empty, some,
+    and an 8192-key one with 1-8192 (split 0 alone, the splits sharing them with most empty, some,
     none), GQA g = 2 and 4, D 64 and 128: the default build on sm_90 (the one-launch cluster form
-    at 2048 keys, solo or merged; the split kernel plus merge kernel at 8192) and the sm_80 build
+    at 2048 keys, the split kernel plus merge kernel at 8192, solo or merged) and the sm_80 build
     (always the two kernels) agree with sdpa."""
     from tilefoundry.runtime.loader import load_linked_module
 
@@ -502,8 +502,8 @@ def test_bshd_prefill_rows_tier_on_gpu(bshd, name: str) -> None:
 @pytest.mark.parametrize("name", ["gqa4_bf16_d64", "gqa2_f16_d128"])
 def test_bshd_decode_keys_tier_on_gpu(request, build: str, name: str) -> None:
     """g · Sq <= 16 over a 2048- and an 8192-key cache: the keys config's split-KV merged in one
-    cluster (default build on sm_90, 2048 keys, or its rank 0 alone) or by the merge kernel (8192
-    keys, sm_80 build) writes (B, Sq, Hq, D)."""
+    cluster (default build on sm_90, 2048 keys) or by the merge kernel (8192 keys, sm_80 build), or
+    split 0 alone, writes (B, Sq, Hq, D)."""
     from tilefoundry.runtime.loader import load_linked_module
 
     f = load_linked_module(request.getfixturevalue("bshd" if build == "default" else "bshd_sm80")[0], name)

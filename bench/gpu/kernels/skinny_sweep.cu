@@ -755,8 +755,9 @@ float workspace_time(AttentionArgs<T, int64_t> const& a, int64_t want, std::vect
     b.out = out;
     cudaError_t err = detail::flash_mma<T, int64_t, Cfg>(b, part, plan, st);
     if (err == cudaSuccess) {
-      err = launch_kernel(detail::attention_merge<T, 128>, dim3(static_cast<unsigned>(rows)),
-                          dim3(detail::kMergeRuns * 32), 0, st, part, b.out_rows(), plan.splits);
+      err = launch_kernel(detail::attention_merge<T, 128, int64_t>, dim3(static_cast<unsigned>(rows)),
+                          dim3(detail::kMergeRuns * 32), 0, st, part, b.out_rows(), plan.splits,
+                          detail::SoloRows<int64_t>{b.kv_len, false, b.skv, b.heads * b.sq, 0});
     }
     if (err != cudaSuccess) std::printf("workspace: %s\n", cudaGetErrorString(err));
   };

@@ -34,11 +34,10 @@
 //   workspace everywhere else (sm_80 code, longer caches, the rows tier, simt): each split writes
 //             its partial to the workspace (attention_args.cuh) and attention_merge, a second
 //             kernel, combines them.
-// Solo (the cluster form): while the row block sees at most kFlashSoloKeys keys at run time, rank
-// 0 takes them all and writes out, and the other ranks leave at once, no barrier taken (decode's
-// first tokens; 3.0 against 5.6 us at 16-64 keys behind a 1-CTA kernel, H200, `skinny_sweep
-// attention`). The workspace form has no solo path yet: its merge kernel would have to skip the
-// rows split 0 wrote.
+// Solo (mma keys, either way): while the row block sees at most kFlashSoloKeys keys at run time,
+// split 0 takes them all and writes out, and the other splits leave at once: no cluster barrier,
+// and the merge kernel skips those rows (decode's first tokens; 3.0 against 5.6 us at 16-64 keys
+// behind a 1-CTA kernel in the cluster form, H200, `skinny_sweep attention`).
 // The plan (attention_plan) decides the tier, the splits and the way; attention_workspace_bytes
 // and attention() read the same plan. Every kernel here opens with pdl_begin() and launches with
 // programmatic dependent launch (launch_kernel, launch.cuh; the cluster launch sets the same
@@ -229,7 +228,7 @@ attention_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int64_t chunk, int
 
 inline constexpr int64_t kAttnMinChunk = 256;       // simt: keys per split at least
 inline constexpr int64_t kFlashMinChunk = 128;      // tensor cores: keys per split at least
-inline constexpr int kFlashSoloKeys = 128;          // cluster form: this many keys or fewer, rank 0 alone
+inline constexpr int kFlashSoloKeys = 128;          // keys tier: this many keys or fewer, split 0 alone
 inline constexpr int kKeysMaxSplits = 16;           // keys tier: splits a row block at most
 inline constexpr int64_t kClusterMaxKeys = 4096;    // keys tier: the cluster form up to this capacity
 inline constexpr int64_t kFlashMaxExtent = 1 << 30; // Sq, Skv: key and row indices stay int
@@ -247,7 +246,7 @@ struct AttnPlan {
   int64_t chunk;         ///< keys per split (tensor-core tiers: the most; attention_mma.cuh)
   int64_t row_blocks;    ///< tensor-core tiers: CTAs along the g · Sq rows of a kv head
   bool cluster = false;  ///< the splits merge inside one cluster each: one launch, no workspace
-  int solo = 0;          ///< cluster: up to this many keys at run time, rank 0 takes them alone
+  int solo = 0;          ///< keys tier: up to this many keys at run time, rank 0 takes them alone
 };
 
 /// Splits that bring `ctas` CTAs up to `target` (at most `max_splits` of them), each at least
@@ -371,7 +370,7 @@ inline AttnPlan attention_plan(AttentionArgs<T, LenT> const& a, int head_dim) {
           plan.cluster = plan.splits > 1;
         }
       }
-      plan.solo = plan.cluster ? kFlashSoloKeys : 0;
+      plan.solo = keys && plan.splits > 1 ? kFlashSoloKeys : 0;
       return plan;
     }
   }
@@ -406,7 +405,7 @@ inline cudaError_t flash_mma(AttentionArgs<T, LenT> const& a, AttnPartials part,
   dim3 const grid(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(a.batch * a.kv_heads),
                   static_cast<unsigned>(plan.splits));
   return launch_kernel(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, a, part,
-                       static_cast<int>(plan.chunk), 0);
+                       static_cast<int>(plan.chunk), plan.solo);
 }
 
 /// The keys config with one cluster of plan.splits CTAs per (row block, batch · kv head), merged
@@ -483,8 +482,9 @@ inline cudaError_t attention(AttentionArgs<T, LenT> const& a, void* workspace, c
   }
   if (err != cudaSuccess || !merged) return err;
   // The merge launches while the split kernel runs and waits in pdl_begin() for its partials.
-  return launch_kernel(detail::attention_merge<T, D>, dim3(static_cast<unsigned>(rows)),
-                       dim3(detail::kMergeRuns * 32), 0, stream, part, a.out_rows(), plan.splits);
+  detail::SoloRows<LenT> const solo{a.kv_len, a.kv_len_per_batch, a.skv, a.heads * a.sq, plan.solo};
+  return launch_kernel(detail::attention_merge<T, D, LenT>, dim3(static_cast<unsigned>(rows)),
+                       dim3(detail::kMergeRuns * 32), 0, stream, part, a.out_rows(), plan.splits, solo);
 }
 
 }  // namespace tilefoundry::atoms

@@ -112,10 +112,27 @@ __host__ __device__ inline float merge_unrolled(int splits, float const (&m)[Max
 /// A merged output value: the weighted accumulator over the weighted sum, 0 where no key was seen.
 __host__ __device__ inline float merge_output(float acc, float total) { return total > 0.0f ? acc / total : 0.0f; }
 
+/// The rows a split kernel wrote itself (its solo path): those of a batch whose valid keys number
+/// at most `solo` (0: none); the merge leaves them alone.
+template <class LenT>
+struct SoloRows {
+  LenT const* kv_len;
+  bool per_batch;
+  int64_t skv;
+  int64_t rows_per_batch;  ///< Hq · Sq
+  int solo;
+
+  __device__ bool written(int64_t row) const {
+    return solo > 0 && kv_length(kv_len, per_batch, row / rows_per_batch, skv) <= solo;
+  }
+};
+
 /// Merges the split-KV partials in global memory, one row per CTA; warp w folds run w.
-template <class T, int D>
-__global__ void __launch_bounds__(kMergeRuns * 32) attention_merge(AttnPartials part, AttnOutRows<T> out, int splits) {
+template <class T, int D, class LenT>
+__global__ void __launch_bounds__(kMergeRuns * 32)
+attention_merge(AttnPartials part, AttnOutRows<T> out, int splits, SoloRows<LenT> solo) {
   pdl_begin();
+  if (solo.written(blockIdx.x)) return;
   __shared__ float red[kMergeRuns];
   __shared__ float sums[kMergeRuns];
   __shared__ float accs[kMergeRuns][D];

@@ -262,9 +262,10 @@ __device__ __forceinline__ void flash_slice(FlashWarpState<D>& w, T const* kt, T
 // ---------------------------------------------------------------- the kernel
 
 /// Cluster: the CTAs of blockIdx.z are one cluster whose cluster_merge writes out (`part` unused).
-/// solo (Cluster only): when the row block sees at most `solo` keys at run time, the cluster's
-/// rank 0 takes them all and writes out itself, and the other ranks leave at once: no partial, no
-/// cluster barrier (every rank reads the same kv_len, so all agree). 0: never.
+/// solo: when the row block sees at most `solo` keys at run time, split 0 takes them all and
+/// writes out itself, and the other splits leave at once: no partial, no cluster barrier (every
+/// split reads the same kv_len, so all agree), and attention_merge skips the row (SoloRows).
+/// 0: never.
 template <class T, class LenT, class Cfg, bool Cluster>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int solo) {
@@ -297,8 +298,8 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
   }
   // The splits share the keys this row block sees at run time (the same for every split of it):
   // an even share each, in whole steps, never more than the capacity's chunk the plan passed. At a
-  // short kv_len each split with keys takes one step and the rest none, or (solo) rank 0 all.
-  bool const alone = Cluster && solo > 0 && cta_end <= solo;
+  // short kv_len each split with keys takes one step and the rest none, or (solo) split 0 all.
+  bool const alone = solo > 0 && cta_end <= solo;
   if (alone && blockIdx.z != 0) return;
   if (alone) {
     chunk = static_cast<int>(cta_end > Step ? (cta_end + Step - 1) / Step * Step : Step);
