@@ -163,7 +163,10 @@ def test_out_in_layout_reads_linear_weights_as_stored_and_computes_the_same_logi
         layout: m(*m.prepare_inputs(ids, 0, m.init_caches(device="cpu"), device="cpu"))[0]
         for layout, m in models.items()
     }
-    torch.testing.assert_close(logits["out_in"], logits["in_out"], rtol=1e-5, atol=1e-5)
+    # The layouts differ in summation order only (x @ w.T against x @ w): f32 rounding, measured
+    # against the logits' scale rather than element by element (small logits carry absolute error).
+    err = (logits["out_in"] - logits["in_out"]).norm() / logits["in_out"].norm()
+    assert err < 1e-5, f"relative L2 error {float(err):.2e} between the out_in and in_out logits"
 
 
 def test_an_unknown_linear_layout_is_refused_by_name():

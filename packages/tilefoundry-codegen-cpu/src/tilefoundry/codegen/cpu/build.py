@@ -1,7 +1,7 @@
 """Build generated C++ into a shared library with g++, against tvm-ffi and the runtime headers.
 
     g++ -std=c++17 -O3 -march=native -fopenmp -fno-math-errno -ffp-contract=off -fwrapv -fPIC -shared
-        -DTILEFOUNDRY_TARGET_CPU
+        -DTILEFOUNDRY_TARGET_CPU -mprefer-vector-width=<the catalog's widest level, x86>
         -I<runtime> -I<cutlass> -I<cuda> <tvm_ffi --cxxflags> module.cc -o module.so <--ldflags --libs>
 
 `-fno-math-errno` lets math calls vectorize without changing any value; `-ffp-contract=off` keeps
@@ -31,10 +31,12 @@ from tilefoundry.ir.errors import TargetUnavailable
 from tilefoundry.ir.target import LinkedLibrary, Sources
 from tilefoundry.runtime.headers import cuda_include_dirs, cutlass_include_dir, runtime_include_dir
 
-from .options import VECTOR_MATH
+from .catalog import supported_levels
+from .options import ISA, VECTOR_MATH
 from .probe import host_facts
 
 NAME = "cpu"
+X86_LEVELS = ("avx512", "avx2", "sse2")
 OPT_FLAGS = (
     "-std=c++17",
     "-O3",
@@ -87,9 +89,21 @@ def include_flags() -> tuple[str, ...]:
     return tuple(f"-I{d}" for d in dirs)
 
 
+def vector_width_flags(options: Mapping[str, Any]) -> tuple[str, ...]:
+    """`-mprefer-vector-width=<bits>` of the catalog's widest x86 level, so a pack of the catalog's
+    lanes is one native vector: g++'s tuning for some AVX-512 hosts (`-march=native` on Rocket
+    Lake or Ice Lake) otherwise prefers 256-bit vectors and splits each 16-lane pack in two."""
+    levels = supported_levels(host_facts(), ISA.read(options))
+    if not levels or levels[0].name not in X86_LEVELS:
+        return ()
+    return (f"-mprefer-vector-width={levels[0].bits}",)
+
+
 def option_flags(options: Mapping[str, Any]) -> tuple[str, ...]:
-    """Flags the compile options add: `vector_math=False` -> `-DTILEFOUNDRY_SCALAR_MATH`."""
-    return () if VECTOR_MATH.read(options) else ("-DTILEFOUNDRY_SCALAR_MATH",)
+    """Flags the compile options add: the vector width of `isa` (`vector_width_flags`), and
+    `vector_math=False` -> `-DTILEFOUNDRY_SCALAR_MATH`."""
+    math = () if VECTOR_MATH.read(options) else ("-DTILEFOUNDRY_SCALAR_MATH",)
+    return (*vector_width_flags(options), *math)
 
 
 def compile_flags(options: Mapping[str, Any] | None = None) -> tuple[str, ...]:
