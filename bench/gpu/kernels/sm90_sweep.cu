@@ -1,16 +1,26 @@
-// Sweep of the sm90 GEMM collective's schedule on the M = 128 projections of Qwen3-1.7B and
-// Qwen3-8B (bf16, B stored (N, K) as HF linears store it), where a 128 x 128 data-parallel grid
-// has only N / 128 tiles for 132 SMs (bench.gpu, 2026-11-30: 0.38-0.67x cuBLAS where K <= 6144).
-// Variants: the data-parallel grid at 128 x 128 (what runs today), 128 x 64, and 64 x 128 / 64 x 64
-// with the ping-pong schedule; CUTLASS's stream-K scheduler by its own heuristic and as plain
-// split-K with S = 2, 4, 8 (ordered reduction; S = 4 also unordered, to price the order).
-// cuBLAS runs the same shapes beside them. Each call is captured as the runtime runs it
-// (gemm_sm90: initialize, which clears the scheduler's workspace, then run) into a CUDA graph of
-// 20 calls that rotate through copies of B larger than L2; weights are random. Prints us per
-// call (median of 7 replays) and each variant's largest difference from cuBLAS's result.
+// Sweeps of the sm90 GEMM collective's configurations against cuBLAS on the H200 (bf16).
+//
+// Default build, the M = 128 projections of Qwen3-1.7B and Qwen3-8B (B stored (N, K) as HF
+// linears store it), where a 128 x 128 data-parallel grid has only N / 128 tiles for 132 SMs
+// (bench.gpu, 2026-11-30: 0.38-0.67x cuBLAS where K <= 6144). Variants: the data-parallel grid at
+// 128 x 128, 128 x 64, and 64 x 128 / 64 x 64 with the ping-pong schedule; CUTLASS's stream-K
+// scheduler by its own heuristic and as plain split-K with S = 2, 4, 8 (ordered reduction; S = 4
+// also unordered, to price the order).
+//
+// Built with -DSM90_SWEEP_LARGE, the compute-bound rows bench.gpu holds below 0.95x cuBLAS
+// (2026-11-30, third session: 0.92-0.93x at 4096^3, 8192^3 and Qwen3-8B's gate_up at M = 2048):
+// the tiles "auto" takes (128 x 256, 128 x 128) and 256 x 128, each as clusters of 1 x 1 (what
+// runs today), 2 x 1 (B multicast to two M tiles) and 1 x 2 (A to two N tiles), and the
+// persistent scheduler's swizzle (1, 2, 4, 8: tiles visited in bands, for L2 reuse).
+//
+// Each call is captured as the runtime runs it (gemm_sm90: initialize, which clears the
+// scheduler's workspace, then run) into a CUDA graph of 20 calls that rotate through copies of B
+// larger than L2; operands are random. Prints us per call (median of 7 replays), the B stream's
+// TB/s, TFLOP/s, the ratio to cuBLAS (timed before and after each shape's variants) and each
+// variant's largest difference from cuBLAS's result.
 //
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DNDEBUG \
-//        -I cpp/runtime/include -I <cutlass>/include -I <cublas>/include \
+//        -I cpp/runtime/include -I <cutlass>/include -I <cublas>/include [-DSM90_SWEEP_LARGE] \
 //        bench/gpu/kernels/sm90_sweep.cu -o /tmp/sm90_sweep -L <cublas>/lib -l:libcublas.so.13
 //   (<cublas>: the nvidia/cu13 directory of torch's wheels; LD_LIBRARY_PATH=<cublas>/lib to run)
 #include <algorithm>
@@ -47,17 +57,19 @@ constexpr size_t kRotateBytes = size_t(160) << 20;  // B copies in rotation: mor
 
 struct Shape {
   char const* name;
-  int64_t n, k;
+  int64_t m, n, k;
+  bool b_k_major;  // B stored (N, K) as a linear's weight; else (K, N) row-major
 };
 
-/// Operands of one shape: A (M, K), `copies` B (N, K) in rotation, C (M, N) per copy.
+/// Operands of one shape: A (M, K), `copies` B in rotation, C (M, N) per copy.
 struct Problem {
   int64_t m, n, k;
+  bool b_k_major;
   int copies;
   T* a;
   std::vector<T*> b, c;
 
-  Problem(int64_t m_, Shape s) : m(m_), n(s.n), k(s.k) {
+  explicit Problem(Shape s) : m(s.m), n(s.n), k(s.k), b_k_major(s.b_k_major) {
     size_t const bytes = size_t(n * k) * sizeof(T);
     copies = static_cast<int>(std::max<size_t>(1, (kRotateBytes + bytes - 1) / bytes));
     CHECK(cudaMalloc(&a, size_t(m * k) * sizeof(T)));
@@ -124,25 +136,60 @@ double difference(T const* x, T const* ref, int64_t count) {
   return worst / scale;
 }
 
-/// Scheduler arguments of a variant; ignored by the data-parallel (void) scheduler.
-struct Split {
+/// Scheduler arguments of a variant: stream-K's (ignored by the data-parallel scheduler) and the
+/// persistent scheduler's swizzle.
+struct Schedule {
   int splits = 1;  // 1: the stream-K scheduler's own heuristic
   bool ordered = true;
+  int swizzle = 1;
 };
 
+/// cuBLAS's C (M, N) = A (M, K) . B for one B copy, both B layouts, into `c`.
+struct Blas {
+  cublasHandle_t handle;
+  void* workspace;
+
+  explicit Blas(cudaStream_t st) {
+    CHECK(cublasCreate(&handle));
+    CHECK(cublasSetStream(handle, st));
+    CHECK(cudaMalloc(&workspace, size_t(32) << 20));
+    CHECK(cublasSetWorkspace(handle, workspace, size_t(32) << 20));
+  }
+  ~Blas() {
+    cublasDestroy(handle);
+    cudaFree(workspace);
+  }
+
+  // Row-major C (M, N) = A (M, K) . B is column-major C^T = B^T . A^T: B (N, K) row-major is
+  // op T of a column-major (K, N); B (K, N) row-major is a column-major (N, K) as it stands.
+  void gemm(Problem const& p, int i, T* c) const {
+    float const one = 1.0f, zero = 0.0f;
+    CHECK(cublasGemmEx(handle, p.b_k_major ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, int(p.n), int(p.m), int(p.k),
+                       &one, p.b[i], CUDA_R_16BF, int(p.b_k_major ? p.k : p.n), p.a, CUDA_R_16BF, int(p.k), &zero,
+                       c, CUDA_R_16BF, int(p.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+
+  double time(Problem& p, cudaStream_t st) const {
+    return time_calls([&](int i, cudaStream_t) { gemm(p, i, p.c[i]); }, p.copies, st);
+  }
+};
+
+double tflops(Problem const& p, double us) { return 2.0 * double(p.m) * double(p.n) * double(p.k) / (us * 1e6); }
+
 template <class G>
-void run_variant(char const* label, Problem& p, Split split, T* ref, cudaStream_t st) {
+void run_variant(char const* label, Problem& p, Schedule sched, T* ref, double blas_us, cudaStream_t st) {
   auto arguments = [&](int i) {
     auto args = G::arguments(p.a, p.b[i], p.c[i], 1, p.m, p.n, p.k);
+    args.scheduler.max_swizzle_size = sched.swizzle;
     if constexpr (std::is_same_v<typename G::Kernel::TileSchedulerTag, cutlass::gemm::StreamKScheduler>) {
       using Params = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamKParams;
       using Mode = Params::DecompositionMode;
       using Reduction = Params::ReductionMode;
-      if (split.splits > 1) {
-        args.scheduler.splits = split.splits;
+      if (sched.splits > 1) {
+        args.scheduler.splits = sched.splits;
         args.scheduler.decomposition_mode = Mode::SplitK;
       }
-      args.scheduler.reduction_mode = split.ordered ? Reduction::Deterministic : Reduction::Nondeterministic;
+      args.scheduler.reduction_mode = sched.ordered ? Reduction::Deterministic : Reduction::Nondeterministic;
     }
     return args;
   };
@@ -151,7 +198,7 @@ void run_variant(char const* label, Problem& p, Split split, T* ref, cudaStream_
   for (int i = 0; i < p.copies; ++i) {
     auto const args = arguments(i);
     if (G::Device::can_implement(args) != cutlass::Status::kSuccess) {
-      std::printf("  %-22s cannot run this shape\n", label);
+      std::printf("  %-26s cannot run this shape\n", label);
       return;
     }
     size_t const ws = G::Device::get_workspace_size(args);
@@ -164,61 +211,115 @@ void run_variant(char const* label, Problem& p, Split split, T* ref, cudaStream_
       },
       p.copies, st);
   CHECK(cudaStreamSynchronize(st));
-  std::printf("  %-22s %7.2f us  %6.2f TB/s  diff %.1e\n", label, us, double(p.n * p.k * 2) / (us * 1e6),
-              difference(p.c[0], ref, p.m * p.n));
+  std::printf("  %-26s %8.2f us  %6.2f TB/s  %6.1f TFLOP/s  %5.3fx cuBLAS  diff %.1e\n", label, us,
+              double(p.n * p.k * 2) / (us * 1e6), tflops(p, us), blas_us / us, difference(p.c[0], ref, p.m * p.n));
   for (void* w : workspaces) cudaFree(w);
 }
 
+/// cuBLAS on one shape (its result is every variant's reference), then `variants(p, ref, blas_us)`,
+/// then cuBLAS again, so drift over the shape's variants shows.
+template <class F>
+void sweep_shape(Shape const& s, Blas const& blas, cudaStream_t st, F&& variants) {
+  Problem p(s);
+  T* ref;
+  CHECK(cudaMalloc(&ref, size_t(p.m * p.n) * sizeof(T)));
+  blas.gemm(p, 0, ref);
+  CHECK(cudaStreamSynchronize(st));
+  double const blas_us = blas.time(p, st);
+  std::printf("%s: M %lld, N %lld, K %lld, B %s (%d copies of B)\n  %-26s %8.2f us  %6.2f TB/s  %6.1f TFLOP/s\n",
+              s.name, static_cast<long long>(p.m), static_cast<long long>(p.n), static_cast<long long>(p.k),
+              p.b_k_major ? "(N, K)" : "(K, N)", p.copies, "cuBLAS", blas_us, double(p.n * p.k * 2) / (blas_us * 1e6),
+              tflops(p, blas_us));
+  variants(p, ref, blas_us);
+  double const again = blas.time(p, st);
+  std::printf("  %-26s %8.2f us  %6.2f TB/s  %6.1f TFLOP/s\n", "cuBLAS again", again,
+              double(p.n * p.k * 2) / (again * 1e6), tflops(p, again));
+  cudaFree(ref);
+}
+
+#if defined(SM90_SWEEP_LARGE)
+
+/// The large variants for one B layout: tiles x clusters, then the swizzles of the two that
+/// "auto" takes for such shapes.
+template <bool BKMajor>
+void large_variants(Problem& p, T* ref, double blas_us, cudaStream_t st) {
+  using Wide = Sm90Gemm<T, BKMajor, 128, 256>;
+  using WideM2 = Sm90Gemm<T, BKMajor, 128, 256, void, false, 2, 1>;
+  using WideN2 = Sm90Gemm<T, BKMajor, 128, 256, void, false, 1, 2>;
+  using Square = Sm90Gemm<T, BKMajor, 128, 128>;
+  using SquareM2 = Sm90Gemm<T, BKMajor, 128, 128, void, false, 2, 1>;
+  using Tall = Sm90Gemm<T, BKMajor, 256, 128>;
+  using TallN2 = Sm90Gemm<T, BKMajor, 256, 128, void, false, 1, 2>;
+  run_variant<Wide>("128x256 cluster 1x1", p, {}, ref, blas_us, st);
+  run_variant<WideM2>("128x256 cluster 2x1", p, {}, ref, blas_us, st);
+  run_variant<WideN2>("128x256 cluster 1x2", p, {}, ref, blas_us, st);
+  run_variant<Square>("128x128 cluster 1x1", p, {}, ref, blas_us, st);
+  run_variant<SquareM2>("128x128 cluster 2x1", p, {}, ref, blas_us, st);
+  run_variant<Tall>("256x128 cluster 1x1", p, {}, ref, blas_us, st);
+  run_variant<TallN2>("256x128 cluster 1x2", p, {}, ref, blas_us, st);
+  for (int swizzle : {2, 4, 8}) {
+    char label[40];
+    std::snprintf(label, sizeof label, "128x256 1x1 swizzle %d", swizzle);
+    run_variant<Wide>(label, p, {1, true, swizzle}, ref, blas_us, st);
+    std::snprintf(label, sizeof label, "128x256 2x1 swizzle %d", swizzle);
+    run_variant<WideM2>(label, p, {1, true, swizzle}, ref, blas_us, st);
+  }
+}
+
 int main() {
-  int64_t const m = 128;
   std::vector<Shape> const shapes = {
-      {"1.7b q", 2048, 2048},  {"1.7b kv", 1024, 2048},    {"1.7b gate_up", 6144, 2048},
-      {"1.7b down", 2048, 6144}, {"8b q", 4096, 4096},     {"8b kv", 1024, 4096},
-      {"8b gate_up", 12288, 4096}, {"8b down", 4096, 12288},
+      {"square 4096", 4096, 4096, 4096, false},         {"square 8192", 8192, 8192, 8192, false},
+      {"8b gate_up m2048", 2048, 12288, 4096, true},   {"8b down m2048", 2048, 4096, 12288, true},
+      {"1.7b gate_up m2048", 2048, 6144, 2048, true},
   };
   cudaStream_t st;
   CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  cublasHandle_t blas;
-  CHECK(cublasCreate(&blas));
-  CHECK(cublasSetStream(blas, st));
-  void* blas_ws;
-  CHECK(cudaMalloc(&blas_ws, size_t(32) << 20));
-  CHECK(cublasSetWorkspace(blas, blas_ws, size_t(32) << 20));
+  Blas const blas(st);
+  for (Shape const& s : shapes) {
+    sweep_shape(s, blas, st, [&](Problem& p, T* ref, double blas_us) {
+      if (p.b_k_major) {
+        large_variants<true>(p, ref, blas_us, st);
+      } else {
+        large_variants<false>(p, ref, blas_us, st);
+      }
+    });
+  }
+  return 0;
+}
+
+#else
+
+int main() {
+  std::vector<Shape> const shapes = {
+      {"1.7b q", 128, 2048, 2048, true},      {"1.7b kv", 128, 1024, 2048, true},
+      {"1.7b gate_up", 128, 6144, 2048, true}, {"1.7b down", 128, 2048, 6144, true},
+      {"8b q", 128, 4096, 4096, true},        {"8b kv", 128, 1024, 4096, true},
+      {"8b gate_up", 128, 12288, 4096, true}, {"8b down", 128, 4096, 12288, true},
+  };
+  cudaStream_t st;
+  CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  Blas const blas(st);
   using DataParallel = Sm90Gemm<T, true>;
   using StreamK = Sm90Gemm<T, true, 128, 128, cutlass::gemm::StreamKScheduler>;
   using Narrow = Sm90Gemm<T, true, 128, 64>;
   using Pingpong = Sm90Gemm<T, true, 64, 128, void, true>;
   using PingpongSmall = Sm90Gemm<T, true, 64, 64, void, true>;
   for (Shape const& s : shapes) {
-    Problem p(m, s);
-    T* ref;
-    CHECK(cudaMalloc(&ref, size_t(m * s.n) * sizeof(T)));
-    float const one = 1.0f, zero = 0.0f;
-    // Row-major C (M, N) = A (M, K) . B (N, K)^T is column-major C^T = B^T(op T of B's (K, N)) . A.
-    auto blas_call = [&](int i, T* c) {
-      CHECK(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, int(s.n), int(m), int(s.k), &one, p.b[i], CUDA_R_16BF,
-                         int(s.k), p.a, CUDA_R_16BF, int(s.k), &zero, c, CUDA_R_16BF, int(s.n), CUBLAS_COMPUTE_32F,
-                         CUBLAS_GEMM_DEFAULT));
-    };
-    blas_call(0, ref);
-    CHECK(cudaStreamSynchronize(st));
-    double const blas_us = time_calls([&](int i, cudaStream_t) { blas_call(i, p.c[i]); }, p.copies, st);
-    std::printf("%s: M %lld, N %lld, K %lld (%d copies of B)\n  %-22s %7.2f us  %6.2f TB/s\n", s.name,
-                static_cast<long long>(m), static_cast<long long>(s.n), static_cast<long long>(s.k), p.copies,
-                "cuBLAS", blas_us, double(s.n * s.k * 2) / (blas_us * 1e6));
-    run_variant<DataParallel>("128x128 data-parallel", p, {}, ref, st);
-    run_variant<Narrow>("128x64 data-parallel", p, {}, ref, st);
-    run_variant<Pingpong>("64x128 ping-pong", p, {}, ref, st);
-    run_variant<PingpongSmall>("64x64 ping-pong", p, {}, ref, st);
-    run_variant<StreamK>("stream-K heuristic", p, {}, ref, st);
-    for (int splits : {2, 4, 8}) {
-      char label[32];
-      std::snprintf(label, sizeof label, "split-K %d ordered", splits);
-      run_variant<StreamK>(label, p, {splits, true}, ref, st);
-    }
-    run_variant<StreamK>("split-K 4 unordered", p, {4, false}, ref, st);
-    cudaFree(ref);
+    sweep_shape(s, blas, st, [&](Problem& p, T* ref, double blas_us) {
+      run_variant<DataParallel>("128x128 data-parallel", p, {}, ref, blas_us, st);
+      run_variant<Narrow>("128x64 data-parallel", p, {}, ref, blas_us, st);
+      run_variant<Pingpong>("64x128 ping-pong", p, {}, ref, blas_us, st);
+      run_variant<PingpongSmall>("64x64 ping-pong", p, {}, ref, blas_us, st);
+      run_variant<StreamK>("stream-K heuristic", p, {}, ref, blas_us, st);
+      for (int splits : {2, 4, 8}) {
+        char label[32];
+        std::snprintf(label, sizeof label, "split-K %d ordered", splits);
+        run_variant<StreamK>(label, p, {splits, true}, ref, blas_us, st);
+      }
+      run_variant<StreamK>("split-K 4 unordered", p, {4, false}, ref, blas_us, st);
+    });
   }
-  cublasDestroy(blas);
   return 0;
 }
+
+#endif

@@ -127,3 +127,55 @@ def test_an_unknown_tile_is_refused_naming_the_choices(cuda_source) -> None:
     message = r"option gemm_tile must be one of auto, 128x128, 128x256, 256x128, got '64x64'"
     with pytest.raises(PlanError, match=message):
         cuda_source(scale, {"gemm_tile": "64x64"})
+
+
+def test_a_cluster_reaches_every_collective_of_the_module(cuda_source) -> None:
+    """gemm_cluster=2x1 (or 1x2) sets the cluster macros beside whatever tiles "auto" adds; the
+    default 1x1, a module without the collective and an sm_80 build define none."""
+    text = cuda_source(wide, {"gemm_cluster": "2x1"})
+    assert "#define TILEFOUNDRY_SM90_CLUSTER_M 2\n#define TILEFOUNDRY_SM90_CLUSTER_N 1\n" in text
+    assert WIDE in text
+    assert "#define TILEFOUNDRY_SM90_CLUSTER_N 2\n" in cuda_source(proj, {"gemm_cluster": "1x2"})
+    assert "TILEFOUNDRY_SM90_CLUSTER" not in cuda_source(wide)
+    assert "TILEFOUNDRY_SM90_CLUSTER" not in cuda_source(scale, {"gemm_cluster": "2x1"})
+    assert "TILEFOUNDRY_SM90_CLUSTER" not in cuda_source(proj, {"gemm_cluster": "2x1"}, "sm_80")
+
+
+def test_the_cluster_macros_are_the_collectives_cluster_shape() -> None:
+    """The header defaults both macros to 1 and builds its ClusterShape from the template's
+    ClusterM / ClusterN, whose defaults are the macros."""
+    header = SM90_HEADER.read_text()
+    for axis in "MN":
+        macro = f"TILEFOUNDRY_SM90_CLUSTER_{axis}"
+        assert f"#ifndef {macro}\n#define {macro} 1\n" in header
+        assert f"int Cluster{axis} = {macro}" in header
+    assert "cute::Shape<cute::Int<ClusterM>, cute::Int<ClusterN>, cute::_1>" in header
+
+
+def test_an_unknown_cluster_is_refused_naming_the_choices(cuda_source) -> None:
+    """A cluster the collective is not offered with fails closed, also in a module without a GEMM."""
+    message = r"option gemm_cluster must be one of 1x1, 2x1, 1x2, got '4x1'"
+    with pytest.raises(PlanError, match=message):
+        cuda_source(scale, {"gemm_cluster": "4x1"})
+
+
+def test_a_swizzle_reaches_the_collectives_launch_arguments(cuda_source) -> None:
+    """gemm_swizzle=4 defines the scheduler's band width, which the header's arguments() passes as
+    max_swizzle_size (default 1, CUTLASS's); 1, a module without the collective and sm_80 define none."""
+    assert "#define TILEFOUNDRY_SM90_SWIZZLE 4\n" in cuda_source(wide, {"gemm_swizzle": 4})
+    assert "TILEFOUNDRY_SM90_SWIZZLE" not in cuda_source(wide)
+    assert "TILEFOUNDRY_SM90_SWIZZLE" not in cuda_source(wide, {"gemm_swizzle": 1})
+    assert "TILEFOUNDRY_SM90_SWIZZLE" not in cuda_source(scale, {"gemm_swizzle": 4})
+    assert "TILEFOUNDRY_SM90_SWIZZLE" not in cuda_source(proj, {"gemm_swizzle": 4}, "sm_80")
+    header = SM90_HEADER.read_text()
+    assert "#ifndef TILEFOUNDRY_SM90_SWIZZLE\n#define TILEFOUNDRY_SM90_SWIZZLE 1\n" in header
+    assert "args.scheduler.max_swizzle_size = TILEFOUNDRY_SM90_SWIZZLE;" in header
+
+
+def test_a_swizzle_off_the_powers_of_two_is_refused() -> None:
+    """3, and "4" (a string), are not declared values: refused naming the option and its choices."""
+    from tilefoundry.codegen.cuda.options import GEMM_SWIZZLE
+
+    for value in (3, "4", True):
+        with pytest.raises(PlanError, match=r"option gemm_swizzle must be one of 1, 2, 4, 8, got"):
+            GEMM_SWIZZLE.read({"gemm_swizzle": value})

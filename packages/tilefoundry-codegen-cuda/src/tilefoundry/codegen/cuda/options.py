@@ -24,6 +24,19 @@ GEMM_TILE = Option(
     "where M <= 128 and the 128x128 tiles do not fill it, stream-K where K >= 8192 and neither does",
     NAME,
 )
+GEMM_CLUSTER = Option(
+    "gemm_cluster", ("1x1", "2x1", "1x2"), "1x1",
+    "thread-block cluster (M x N CTAs) of every sm90 GEMM collective of the module, a knob for `autotune`: "
+    "2x1 multicasts each B tile by TMA to the CTAs of two neighbouring M tiles (1x2: each A tile to two N "
+    "tiles), halving those L2 reads",
+    NAME,
+)
+GEMM_SWIZZLE = Option(
+    "gemm_swizzle", (1, 2, 4, 8), 1,
+    "the sm90 GEMM's persistent tile scheduler visits output tiles in bands of this many tiles across "
+    "(CUTLASS's max_swizzle_size), so CTAs running together share operand tiles in L2; a knob for `autotune`",
+    NAME,
+)
 BATCH_LAUNCHES = Option(
     "batch_launches", (True, False), True,
     "launch consecutive independent kernels as one (docs/cuda.md) / every kernel alone",
@@ -35,4 +48,4 @@ GRID_CTAS_PER_SM = Option(
     "its registers to fit, spilling if it must); None: ptxas chooses",
     NAME,
 )
-OPTIONS = (ARCH, PORTABLE, ATTENTION, GEMM_TILE, BATCH_LAUNCHES, GRID_CTAS_PER_SM)
+OPTIONS = (ARCH, PORTABLE, ATTENTION, GEMM_TILE, GEMM_CLUSTER, GEMM_SWIZZLE, BATCH_LAUNCHES, GRID_CTAS_PER_SM)

@@ -40,6 +40,21 @@
 #ifndef TILEFOUNDRY_SM90_TILE_N
 #define TILEFOUNDRY_SM90_TILE_N 128
 #endif
+// The thread-block cluster (M x N CTAs) of every collective: option `gemm_cluster`. At 2 x 1 the
+// two CTAs of neighbouring M tiles share each B tile, which TMA multicasts to both (at 1 x 2, each
+// A tile to two N tiles), so L2 serves that operand once for two tiles.
+#ifndef TILEFOUNDRY_SM90_CLUSTER_M
+#define TILEFOUNDRY_SM90_CLUSTER_M 1
+#endif
+#ifndef TILEFOUNDRY_SM90_CLUSTER_N
+#define TILEFOUNDRY_SM90_CLUSTER_N 1
+#endif
+// The persistent tile scheduler's swizzle (option `gemm_swizzle`, CUTLASS's max_swizzle_size): the
+// output tiles are visited in bands this many tiles across, so the CTAs running at once share more
+// of their A and B tiles in L2. A launch argument, not an instantiation.
+#ifndef TILEFOUNDRY_SM90_SWIZZLE
+#define TILEFOUNDRY_SM90_SWIZZLE 1
+#endif
 
 namespace tilefoundry::atoms::detail {
 
@@ -58,16 +73,18 @@ inline Stride packed_stride(int64_t rows, int64_t cols) {
 }
 
 /// `Pingpong`: two consumer warpgroups on alternate tiles (TileM may be 64) instead of the
-/// cooperative schedule's two halves of one tile (TileM >= 128).
+/// cooperative schedule's two halves of one tile (TileM >= 128). `ClusterM` x `ClusterN`: the
+/// cluster's CTAs along M and N.
 template <class T, bool BKMajor, int TileM = TILEFOUNDRY_SM90_TILE_M, int TileN = TILEFOUNDRY_SM90_TILE_N,
-          class Scheduler = void, bool Pingpong = false>
+          class Scheduler = void, bool Pingpong = false, int ClusterM = TILEFOUNDRY_SM90_CLUSTER_M,
+          int ClusterN = TILEFOUNDRY_SM90_CLUSTER_N>
 struct Sm90Gemm {
   using Element = T;
   using Layout = cutlass::layout::RowMajor;
   using LayoutB = cute::conditional_t<BKMajor, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
   static constexpr int kAlignment = 8;  // elements per 16 bytes: TMA strides and bases
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using ClusterShape = cute::Shape<cute::Int<ClusterM>, cute::Int<ClusterN>, cute::_1>;
 
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
@@ -102,6 +119,7 @@ struct Sm90Gemm {
                                     {m, n, k, l},
                                     {A, sa, B, sb},
                                     {{1.0f, 0.0f}, C, sc, C, sd}};
+    args.scheduler.max_swizzle_size = TILEFOUNDRY_SM90_SWIZZLE;
     return args;
   }
 };
