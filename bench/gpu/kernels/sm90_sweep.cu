@@ -19,10 +19,13 @@
 // TB/s, TFLOP/s, the ratio to cuBLAS (timed before and after each shape's variants) and each
 // variant's largest difference from cuBLAS's result.
 //
+//   mkdir -p /tmp/cublas && ln -sf <cu13>/include/cublas*.h /tmp/cublas/
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DNDEBUG \
-//        -I cpp/runtime/include -I <cutlass>/include -I <cublas>/include [-DSM90_SWEEP_LARGE] \
-//        bench/gpu/kernels/sm90_sweep.cu -o /tmp/sm90_sweep -L <cublas>/lib -l:libcublas.so.13
-//   (<cublas>: the nvidia/cu13 directory of torch's wheels; LD_LIBRARY_PATH=<cublas>/lib to run)
+//        -I cpp/runtime/include -I <cutlass>/include -I /tmp/cublas [-DSM90_SWEEP_LARGE] \
+//        bench/gpu/kernels/sm90_sweep.cu -o /tmp/sm90_sweep -L <cu13>/lib -l:libcublas.so.13
+//   (<cu13>: the nvidia/cu13 directory of torch's wheels, whose cublas headers alone are taken:
+//   its CCCL headers break nvcc's when the two CUDA versions differ; LD_LIBRARY_PATH=<cu13>/lib to
+//   run. The large build took 66 s here on 2 cores, 2026-12-01.)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
