@@ -178,6 +178,11 @@ struct Blas {
 };
 
 double tflops(Problem const& p, double us) { return 2.0 * double(p.m) * double(p.n) * double(p.k) / (us * 1e6); }
+double b_tbps(Problem const& p, double us) { return double(p.n * p.k * 2) / (us * 1e6); }
+
+void print_blas(char const* label, Problem const& p, double us) {
+  std::printf("  %-26s %8.2f us  %6.2f TB/s  %6.1f TFLOP/s\n", label, us, b_tbps(p, us), tflops(p, us));
+}
 
 template <class G>
 void run_variant(char const* label, Problem& p, Schedule sched, T* ref, double blas_us, cudaStream_t st) {
@@ -214,30 +219,32 @@ void run_variant(char const* label, Problem& p, Schedule sched, T* ref, double b
       },
       p.copies, st);
   CHECK(cudaStreamSynchronize(st));
-  std::printf("  %-26s %8.2f us  %6.2f TB/s  %6.1f TFLOP/s  %5.3fx cuBLAS  diff %.1e\n", label, us,
-              double(p.n * p.k * 2) / (us * 1e6), tflops(p, us), blas_us / us, difference(p.c[0], ref, p.m * p.n));
+  std::printf("  %-26s %8.2f us  %6.2f TB/s  %6.1f TFLOP/s  %5.3fx cuBLAS  diff %.1e\n", label, us, b_tbps(p, us),
+              tflops(p, us), blas_us / us, difference(p.c[0], ref, p.m * p.n));
   for (void* w : workspaces) cudaFree(w);
 }
 
-/// cuBLAS on one shape (its result is every variant's reference), then `variants(p, ref, blas_us)`,
-/// then cuBLAS again, so drift over the shape's variants shows.
+/// Each shape in turn: cuBLAS (its result is every variant's reference), then
+/// `variants(p, ref, blas_us, stream)`, then cuBLAS again, so drift over the shape's variants shows.
 template <class F>
-void sweep_shape(Shape const& s, Blas const& blas, cudaStream_t st, F&& variants) {
-  Problem p(s);
-  T* ref;
-  CHECK(cudaMalloc(&ref, size_t(p.m * p.n) * sizeof(T)));
-  blas.gemm(p, 0, ref);
-  CHECK(cudaStreamSynchronize(st));
-  double const blas_us = blas.time(p, st);
-  std::printf("%s: M %lld, N %lld, K %lld, B %s (%d copies of B)\n  %-26s %8.2f us  %6.2f TB/s  %6.1f TFLOP/s\n",
-              s.name, static_cast<long long>(p.m), static_cast<long long>(p.n), static_cast<long long>(p.k),
-              p.b_k_major ? "(N, K)" : "(K, N)", p.copies, "cuBLAS", blas_us, double(p.n * p.k * 2) / (blas_us * 1e6),
-              tflops(p, blas_us));
-  variants(p, ref, blas_us);
-  double const again = blas.time(p, st);
-  std::printf("  %-26s %8.2f us  %6.2f TB/s  %6.1f TFLOP/s\n", "cuBLAS again", again,
-              double(p.n * p.k * 2) / (again * 1e6), tflops(p, again));
-  cudaFree(ref);
+void sweep(std::vector<Shape> const& shapes, F&& variants) {
+  cudaStream_t st;
+  CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  Blas const blas(st);
+  for (Shape const& s : shapes) {
+    Problem p(s);
+    T* ref;
+    CHECK(cudaMalloc(&ref, size_t(p.m * p.n) * sizeof(T)));
+    blas.gemm(p, 0, ref);
+    CHECK(cudaStreamSynchronize(st));
+    double const blas_us = blas.time(p, st);
+    std::printf("%s: M %lld, N %lld, K %lld, B %s (%d copies of B)\n", s.name, static_cast<long long>(p.m),
+                static_cast<long long>(p.n), static_cast<long long>(p.k), p.b_k_major ? "(N, K)" : "(K, N)", p.copies);
+    print_blas("cuBLAS", p, blas_us);
+    variants(p, ref, blas_us, st);
+    print_blas("cuBLAS again", p, blas.time(p, st));
+    cudaFree(ref);
+  }
 }
 
 #if defined(SM90_SWEEP_LARGE)
@@ -275,18 +282,13 @@ int main() {
       {"8b gate_up m2048", 2048, 12288, 4096, true},   {"8b down m2048", 2048, 4096, 12288, true},
       {"1.7b gate_up m2048", 2048, 6144, 2048, true},
   };
-  cudaStream_t st;
-  CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  Blas const blas(st);
-  for (Shape const& s : shapes) {
-    sweep_shape(s, blas, st, [&](Problem& p, T* ref, double blas_us) {
-      if (p.b_k_major) {
-        large_variants<true>(p, ref, blas_us, st);
-      } else {
-        large_variants<false>(p, ref, blas_us, st);
-      }
-    });
-  }
+  sweep(shapes, [](Problem& p, T* ref, double blas_us, cudaStream_t st) {
+    if (p.b_k_major) {
+      large_variants<true>(p, ref, blas_us, st);
+    } else {
+      large_variants<false>(p, ref, blas_us, st);
+    }
+  });
   return 0;
 }
 
@@ -299,29 +301,24 @@ int main() {
       {"8b q", 128, 4096, 4096, true},        {"8b kv", 128, 1024, 4096, true},
       {"8b gate_up", 128, 12288, 4096, true}, {"8b down", 128, 4096, 12288, true},
   };
-  cudaStream_t st;
-  CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  Blas const blas(st);
   using DataParallel = Sm90Gemm<T, true>;
   using StreamK = Sm90Gemm<T, true, 128, 128, cutlass::gemm::StreamKScheduler>;
   using Narrow = Sm90Gemm<T, true, 128, 64>;
   using Pingpong = Sm90Gemm<T, true, 64, 128, void, true>;
   using PingpongSmall = Sm90Gemm<T, true, 64, 64, void, true>;
-  for (Shape const& s : shapes) {
-    sweep_shape(s, blas, st, [&](Problem& p, T* ref, double blas_us) {
-      run_variant<DataParallel>("128x128 data-parallel", p, {}, ref, blas_us, st);
-      run_variant<Narrow>("128x64 data-parallel", p, {}, ref, blas_us, st);
-      run_variant<Pingpong>("64x128 ping-pong", p, {}, ref, blas_us, st);
-      run_variant<PingpongSmall>("64x64 ping-pong", p, {}, ref, blas_us, st);
-      run_variant<StreamK>("stream-K heuristic", p, {}, ref, blas_us, st);
-      for (int splits : {2, 4, 8}) {
-        char label[32];
-        std::snprintf(label, sizeof label, "split-K %d ordered", splits);
-        run_variant<StreamK>(label, p, {splits, true}, ref, blas_us, st);
-      }
-      run_variant<StreamK>("split-K 4 unordered", p, {4, false}, ref, blas_us, st);
-    });
-  }
+  sweep(shapes, [](Problem& p, T* ref, double blas_us, cudaStream_t st) {
+    run_variant<DataParallel>("128x128 data-parallel", p, {}, ref, blas_us, st);
+    run_variant<Narrow>("128x64 data-parallel", p, {}, ref, blas_us, st);
+    run_variant<Pingpong>("64x128 ping-pong", p, {}, ref, blas_us, st);
+    run_variant<PingpongSmall>("64x64 ping-pong", p, {}, ref, blas_us, st);
+    run_variant<StreamK>("stream-K heuristic", p, {}, ref, blas_us, st);
+    for (int splits : {2, 4, 8}) {
+      char label[32];
+      std::snprintf(label, sizeof label, "split-K %d ordered", splits);
+      run_variant<StreamK>(label, p, {splits, true}, ref, blas_us, st);
+    }
+    run_variant<StreamK>("split-K 4 unordered", p, {4, false}, ref, blas_us, st);
+  });
   return 0;
 }
 

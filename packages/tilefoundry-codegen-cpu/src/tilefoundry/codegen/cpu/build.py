@@ -36,7 +36,6 @@ from .options import ISA, VECTOR_MATH
 from .probe import host_facts
 
 NAME = "cpu"
-X86_LEVELS = ("avx512", "avx2", "sse2")
 OPT_FLAGS = (
     "-std=c++17",
     "-O3",
@@ -94,7 +93,7 @@ def vector_width_flags(options: Mapping[str, Any]) -> tuple[str, ...]:
     lanes is one native vector: g++'s tuning for some AVX-512 hosts (`-march=native` on Rocket
     Lake or Ice Lake) otherwise prefers 256-bit vectors and splits each 16-lane pack in two."""
     levels = supported_levels(host_facts(), ISA.read(options))
-    if not levels or levels[0].name not in X86_LEVELS:
+    if not levels or host_facts().machine != "x86_64":
         return ()
     return (f"-mprefer-vector-width={levels[0].bits}",)
 
