@@ -180,6 +180,12 @@ def linked(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="module")
+def linked_warp_rows_32(tmp_path_factory: pytest.TempPathFactory):
+    """Every case built with option attention_warp_rows=32: the rows config's warps own two m16 tiles."""
+    return _compile(Cases, tmp_path_factory, {"attention_warp_rows": 32})[0]
+
+
+@pytest.fixture(scope="module")
 def linked_sm80(tmp_path_factory: pytest.TempPathFactory):
     """Every case built for sm_80: on a Hopper its split-KV keeps the workspace and merge kernel."""
     return _compile(Cases, tmp_path_factory, {"arch": "sm_80"})[0]
@@ -200,12 +206,12 @@ cudaError_t decode(ta::AttentionArgs<ta::bf16, int> const& a, void* ws, cudaStre
 """
 
 
-def _ptx_entries(arch: str, tmp_path: Path) -> dict[str, str]:
+def _ptx_entries(arch: str, tmp_path: Path, *defines: str) -> dict[str, str]:
     """PTX text per kernel entry of KEYS_TIER_SOURCE built for `arch` (virtual arch only)."""
     ptx = tmp_path / "keys_tier.ptx"
     number = arch.removeprefix("sm_")
     code = f"-gencode=arch=compute_{number},code=compute_{number}"
-    flags = ["-O3", "-DTILEFOUNDRY_TARGET_CUDA", code, "-ptx"]
+    flags = ["-O3", "-DTILEFOUNDRY_TARGET_CUDA", *defines, code, "-ptx"]
     cat.nvcc_compile(KEYS_TIER_SOURCE, ptx, *flags)
     text = ptx.read_text()
     return {m["name"]: m["body"] for m in re.finditer(r"\.entry (?P<name>\w+)\((?P<body>.*?)\n}", text, re.S)}
@@ -243,6 +249,17 @@ def test_tensor_core_splits_share_the_keys_by_the_split_count_on_the_device(tmp_
     assert all("%nctaid.z" in b for b in flash.values())
 
 
+def test_two_row_tiles_a_warp_build_the_rows_config_of_four_warps(tmp_path: Path) -> None:
+    """TILEFOUNDRY_FLASH_WARP_ROWS=32 (option attention_warp_rows) swaps the rows config for 4 warps
+    of two m16 tiles (FlashConfig<128, 4, 1, 64, 2, 2, 2>); the keys config stays; built for sm_90a."""
+    cat.require_nvcc()
+    entries = _ptx_entries("sm_90a", tmp_path, "-DTILEFOUNDRY_FLASH_WARP_ROWS=32")
+    names = [n for n in entries if "flash_mma_kernel" in n]
+    assert sum("Li128ELi4ELi1ELi64ELi2ELi2ELi2E" in n for n in names) == 1, names
+    assert not any("Li128ELi8ELi1ELi64E" in n for n in names)
+    assert sum("Li128ELi1ELi4E" in n for n in names) == 2
+
+
 def _run_and_check(f, name: str, args: tuple[torch.Tensor, ...], where: str) -> None:
     fn = Cases.functions[name]
     outs = tuple(torch.full_like(args[0], float("nan")) for _ in OUTPUTS[name])
@@ -259,11 +276,15 @@ def _run_and_check(f, name: str, args: tuple[torch.Tensor, ...], where: str) -> 
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("build", ["default", "warp_rows_32"])
 @pytest.mark.parametrize("name", list(OUTPUTS))
-def test_attention_atom_matches_sdpa_on_gpu(linked, name: str) -> None:
-    """Causal and full, GQA g = 1, 2, 4, kv_len per batch and shared, D 64 and 128, bf16 and f16."""
+def test_attention_atom_matches_sdpa_on_gpu(request, build: str, name: str) -> None:
+    """Causal and full, GQA g = 1, 2, 4, kv_len per batch and shared, D 64 and 128, bf16 and f16; in
+    the default build and with attention_warp_rows=32 (the prefill rows in two m16 tiles a warp,
+    masked tiles, rows past the end and the split-KV merge among them)."""
     from tilefoundry.runtime.loader import load_linked_module
 
+    linked = request.getfixturevalue("linked" if build == "default" else "linked_warp_rows_32")
     f = load_linked_module(linked, name)
     gen = torch.Generator().manual_seed(7)
     for sq, skv in SIZES:

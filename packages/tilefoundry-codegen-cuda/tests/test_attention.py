@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -166,3 +167,37 @@ def test_stale_out_layout_is_refused_and_the_launch_passes_the_region_s(sched) -
         r"the atom's out layout is not the one the region stores",
     ):
         atoms.emit_device(p, r)
+
+
+ATOMS_DIR = Path(__file__).resolve().parents[3] / "cpp/runtime/include/tilefoundry/runtime/cuda/atoms"
+MMA_HEADER = ATOMS_DIR / "attention_mma.cuh"
+
+
+def test_warp_rows_option_defines_the_rows_config_where_attention_is_called(cuda_source) -> None:
+    """attention_warp_rows=32 defines TILEFOUNDRY_FLASH_WARP_ROWS before the runtime's include in a
+    module that calls the attention atom; 16 (the default), and a module without attention, define none."""
+    text = cuda_source(gqa, {"attention_warp_rows": 32})
+    assert "#define TILEFOUNDRY_FLASH_WARP_ROWS 32\n" in text
+    assert text.index("TILEFOUNDRY_FLASH_WARP_ROWS") < text.index("#include <tilefoundry/runtime.h>")
+    assert "TILEFOUNDRY_FLASH_WARP_ROWS" not in cuda_source(gqa)
+    assert "TILEFOUNDRY_FLASH_WARP_ROWS" not in cuda_source(gqa, {"attention_warp_rows": 16})
+    loop = {"attention_warp_rows": 32, "attention": "loop"}
+    assert "TILEFOUNDRY_FLASH_WARP_ROWS" not in cuda_source(gqa, loop)
+
+
+def test_an_undeclared_warp_rows_value_is_refused_naming_the_choices(cuda_source) -> None:
+    """64 rows a warp (and "32", a string) are not declared: refused, also in a module without attention."""
+    for value in (64, "32"):
+        with pytest.raises(PlanError, match=r"option attention_warp_rows must be 16 or 32, got"):
+            cuda_source(small, {"attention_warp_rows": value, "attention": "loop"})
+
+
+def test_the_rows_config_follows_the_warp_rows_macro() -> None:
+    """The header defaults the macro to 16 (8 warps of one m16 tile) and takes, at 32, 4 warps of two
+    tiles with two stages and two CTAs an SM (FlashConfig's MTiles = 2)."""
+    header = MMA_HEADER.read_text()
+    assert "#ifndef TILEFOUNDRY_FLASH_WARP_ROWS\n#define TILEFOUNDRY_FLASH_WARP_ROWS 16\n" in header
+    assert (
+        "std::conditional_t<TILEFOUNDRY_FLASH_WARP_ROWS == 32, FlashConfig<D, 4, 1, 64, 2, 2, 2>,\n"
+        "                                           FlashConfig<D, 8, 1, 64, 3, 1>>;"
+    ) in header

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
 from tilefoundry.ir.tile.expr import Const
@@ -9,7 +12,10 @@ from tilefoundry.ir.tile.stmt import AtomCall, Kernel, Program
 
 from .atoms import AtomKind, register
 from .attention import atom_blocker, match_attention
+from .options import ATTENTION_WARP_ROWS
 from .realize import Realization
+
+PREFIX = "cuda_attention_"
 
 
 def _attention_recheck(r: Realization) -> None:
@@ -58,4 +64,19 @@ def _attention_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     ]
 
 
-register(AtomKind("cuda_attention_", _attention_recheck, _attention_launch))
+register(AtomKind(PREFIX, _attention_recheck, _attention_launch))
+
+
+def warp_rows_defines(options: Mapping[str, Any], called: list[Realization]) -> list[str]:
+    """The macro of option attention_warp_rows (atoms/attention_mma.cuh's FlashRowsConfig) where it
+    differs from the default and an attention atom is called; the option is read (and checked)
+    either way.
+
+    Raises:
+        PlanError: a value that is not one of the option's declared values, naming them.
+    """
+    rows = ATTENTION_WARP_ROWS.read(options)
+    calls = any(isinstance(r.body, AtomCall) and r.body.atom.startswith(PREFIX) for r in called)
+    if not calls or rows == ATTENTION_WARP_ROWS.default:
+        return []
+    return [f"#define TILEFOUNDRY_FLASH_WARP_ROWS {rows}"]

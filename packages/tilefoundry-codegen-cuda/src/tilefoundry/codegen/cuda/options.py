@@ -17,6 +17,13 @@ ATTENTION = Option(
     "flash atom when proved / the lowering's nest / atom or `PlanError`",
     NAME,
 )
+ATTENTION_WARP_ROWS = Option(
+    "attention_warp_rows", (16, 32), 16,
+    "rows each warp of the attention atom's tensor-core prefill tier owns, a knob for `autotune`: 16 "
+    "(8 warps of one m16 tile, Q in registers, one CTA an SM) / 32 (4 warps of two tiles sharing each K "
+    "and V fragment, Q reloaded from shared memory, two CTAs an SM)",
+    NAME,
+)
 GEMM_TILE = Option(
     "gemm_tile", ("auto", "128x128", "128x256", "256x128"), "auto",
     "CTA tile (M x N) of the sm90 GEMM collective for every GEMM of the module, a knob for `autotune`; "
@@ -48,4 +55,7 @@ GRID_CTAS_PER_SM = Option(
     "its registers to fit, spilling if it must); None: ptxas chooses",
     NAME,
 )
-OPTIONS = (ARCH, PORTABLE, ATTENTION, GEMM_TILE, GEMM_CLUSTER, GEMM_SWIZZLE, BATCH_LAUNCHES, GRID_CTAS_PER_SM)
+OPTIONS = (
+    ARCH, PORTABLE, ATTENTION, ATTENTION_WARP_ROWS, GEMM_TILE, GEMM_CLUSTER, GEMM_SWIZZLE, BATCH_LAUNCHES,
+    GRID_CTAS_PER_SM,
+)

@@ -4,13 +4,17 @@
 // Rows. The g = Hq / Hkv query heads sharing kv head hk own g · Sq consecutive rows of q and out
 // (row ρ is head hk · g + ρ / Sq, position ρ % Sq), so a CTA takes a block of ρ rows and one
 // (batch, kv head): every K/V tile it loads serves all of them (grouped-query reuse).
-// Warps. Each warp owns 16 rows (one m16 tile) and a 16·n-key slice of each K/V step:
+// Warps. Each warp owns 16 · MTiles rows (MTiles m16 tiles) and a 16·n-key slice of each K/V step:
 //   rows config  (prefill): 8 row warps x 1 key warp,  128 rows, 64-key steps
+//                or, TILEFOUNDRY_FLASH_WARP_ROWS = 32: 4 row warps of two m16 tiles, 128 rows
 //   keys config  (decode):  1 row warp  x 4 key warps,  16 rows, 4 x 16 = 64-key steps
 // The keys config serves g · Sq <= 16 (one token per head); its key warps keep separate online
-// softmax states that the epilogue combines.
-// Per step and warp: S = Q Kᵀ (Q fragments loaded once into registers, K by ldmatrix.x4 from
-// rows padded by 16 bytes, so the 8 row addresses of each 8x8 matrix hit distinct bank groups);
+// softmax states that the epilogue combines. With two row tiles a warp, each K and V fragment a
+// warp loads feeds two MMAs per tile pair instead of one (half the ldmatrix traffic per MMA, as
+// FlashAttention-2 runs head dim 128), and Q is reloaded from shared memory each step, since its
+// fragments and two tiles' O accumulators would not fit in registers together.
+// Per step and warp: S = Q Kᵀ (one tile's Q fragments loaded once into registers, K by ldmatrix.x4
+// from rows padded by 16 bytes, so the 8 row addresses of each 8x8 matrix hit distinct bank groups);
 // scores scaled by scale · log2(e) and masked only on tiles that cross a row's visible end; the
 // online softmax on the accumulator fragments (a row lives in one lane quad: two shuffles); P
 // rounded to the input type in registers and used directly as the A operand of O += P V
@@ -29,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include <cuda_runtime_api.h>
 
@@ -134,127 +139,168 @@ __device__ inline void mma_pair(float (&d)[4], uint32_t const (&a)[4], uint32_t 
  * @brief One tensor-core attention kernel's shape.
  * @tparam RowWarps warps along rows (16 rows each); @tparam KeyWarps warps along keys
  * @tparam Keys keys per warp and step (a multiple of 16); @tparam Stages K/V stages in smem
+ * @tparam MTiles m16 row tiles per warp (1 or 2); with 2, Q is reloaded from smem every step
  */
-template <int D, int RowWarps, int KeyWarps, int Keys, int Stages, int MinBlocks>
+template <int D, int RowWarps, int KeyWarps, int Keys, int Stages, int MinBlocks, int MTiles = 1>
 struct FlashConfig {
   static_assert(D == 64 || D == 128, "attention tensor-core tier: head dim 64 or 128");
   static_assert(Keys % 16 == 0 && Stages >= 2, "attention tensor-core tier: 16-key slices, two stages or more");
+  static_assert(MTiles == 1 || (MTiles == 2 && KeyWarps == 1),
+                "attention tensor-core tier: two row tiles a warp only without key warps");
   static constexpr int kD = D;
   static constexpr int kRowWarps = RowWarps;
   static constexpr int kKeyWarps = KeyWarps;
   static constexpr int kKeys = Keys;
   static constexpr int kStages = Stages;
   static constexpr int kMinBlocks = MinBlocks;
+  static constexpr int kMTiles = MTiles;
+  static constexpr int kWarpRows = 16 * MTiles;
+  static constexpr bool kQInRegs = MTiles == 1;
   static constexpr int kWarps = RowWarps * KeyWarps;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kRows = 16 * RowWarps;
+  static constexpr int kRows = kWarpRows * RowWarps;
   static constexpr int kStepKeys = Keys * KeyWarps;
   static constexpr int kPitch = D + 8;    // 16-bit elements per smem row: 16-byte pad
   static constexpr int kCPitch = D + 8;   // floats per combine row: float2 stores of a quad row land apart
   static constexpr size_t kQBytes = static_cast<size_t>(kRows) * kPitch * 2;
   static constexpr size_t kStageBytes = static_cast<size_t>(2) * kStepKeys * kPitch * 2;
   static constexpr size_t kSmemBytes = kQBytes + Stages * kStageBytes;
-  static_assert(static_cast<size_t>(kWarps) * 16 * (kCPitch + 2) * 4 <= kSmemBytes,
+  static_assert(static_cast<size_t>(kWarps) * kWarpRows * (kCPitch + 2) * 4 <= kSmemBytes,
                 "attention tensor-core tier: the epilogue's combine buffer must fit in shared memory");
   static_assert((kRows * D / 4) % kThreads == 0, "attention tensor-core tier: the epilogue divides evenly over the threads");
 };
 
-/// Prefill: 128 rows (8 warps), 64-key steps, three stages (two steps in flight).
+#ifndef TILEFOUNDRY_FLASH_WARP_ROWS
+#define TILEFOUNDRY_FLASH_WARP_ROWS 16
+#endif
+static_assert(TILEFOUNDRY_FLASH_WARP_ROWS == 16 || TILEFOUNDRY_FLASH_WARP_ROWS == 32,
+              "attention tensor-core tier: TILEFOUNDRY_FLASH_WARP_ROWS is 16 or 32");
+
+/// Prefill: 128 rows, 64-key steps. 16 rows a warp (cuda option attention_warp_rows): 8 warps, Q
+/// in registers, three stages (two steps in flight), one CTA an SM; 32: 4 warps of two row tiles,
+/// two stages, two CTAs an SM.
 template <int D>
-using FlashRowsConfig = FlashConfig<D, 8, 1, 64, 3, 1>;
+using FlashRowsConfig = std::conditional_t<TILEFOUNDRY_FLASH_WARP_ROWS == 32, FlashConfig<D, 4, 1, 64, 2, 2, 2>,
+                                           FlashConfig<D, 8, 1, 64, 3, 1>>;
 /// Decode (g · Sq <= 16): 16 rows, 4 key warps of 16 keys; two CTAs per SM stream K/V.
 template <int D>
 using FlashKeysConfig = FlashConfig<D, 1, 4, 16, D == 64 ? 4 : 3, 2>;
 
 // ---------------------------------------------------------------- one warp's key slice
 
-/// One warp's running state: its Q fragments, O accumulators and the online softmax of its two
-/// rows per lane (g, g + 8).
-template <int D>
+/// One warp's running state: its Q fragments (one row tile: kept in registers; two: unused, Q is
+/// reloaded), and per row tile the O accumulators and the online softmax of the lane's two rows
+/// (g, g + 8).
+template <int D, int MT>
 struct FlashWarpState {
   uint32_t qf[D / 16][4];
-  float o[D / 8][4];
-  float m[2];  ///< running max of scale · log2(e) · score
-  float l[2];  ///< this lane's share of the running sum (quad-reduced at the end)
+  float o[MT][D / 8][4];
+  float m[MT][2];  ///< running max of scale · log2(e) · score
+  float l[MT][2];  ///< this lane's share of the running sum (quad-reduced at the end)
 };
 
 /**
  * @brief Folds one slice of Keys keys into a warp's state: S = Q Kᵀ, online softmax, O += P V.
+ * @param qt QInRegs false: this lane's ldmatrix address of Q's first row tile in smem (tile mt at
+ *        qt + 16 mt P); @param flip Q's sign bits to flip on a reload (a negative scale)
  * @param kt, vt the slice's first K / V row in smem (pitch P); k_off, v_off this lane's ldmatrix offsets
  * @param sl2 |scale| · log2(e) (Q was negated for a negative scale)
- * @param lim0, lim1 element (j, e) is masked when 8j + e % 2 >= lim[e / 2] (Masked only)
+ * @param lim tile mt's element (j, e) is masked when 8j + e % 2 >= lim[mt][e / 2] (Masked only)
  */
-template <bool Masked, class T, int D, int Keys, int P>
-__device__ __forceinline__ void flash_slice(FlashWarpState<D>& w, T const* kt, T const* vt, int k_off, int v_off,
-                                            float sl2, int lim0, int lim1) {
+template <bool Masked, bool QInRegs, class T, int D, int Keys, int P, int MT>
+__device__ __forceinline__ void flash_slice(FlashWarpState<D, MT>& w, T const* qt, uint32_t flip, T const* kt,
+                                            T const* vt, int k_off, int v_off, float sl2, int const (&lim)[MT][2]) {
+  static_assert(!QInRegs || MT == 1, "attention tensor-core tier: Q stays in registers for one row tile");
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  float sc[Keys / 8][4] = {};
+  float sc[MT][Keys / 8][4] = {};
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t qa[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      if constexpr (QInRegs) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) qa[mt][r] = w.qf[kk][r];
+      } else {
+        ldmatrix_x4(qa[mt], qt + mt * 16 * P + kk * 16);
+#pragma unroll
+        for (int r = 0; r < 4; ++r) qa[mt][r] ^= flip;
+      }
+    }
 #pragma unroll
     for (int jp = 0; jp < Keys / 16; ++jp) {
       uint32_t kf[4];
       ldmatrix_x4(kf, kt + k_off + jp * 16 * P + kk * 16);
-      mma_pair<T>(sc[2 * jp], w.qf[kk], kf[0], kf[1]);
-      mma_pair<T>(sc[2 * jp + 1], w.qf[kk], kf[2], kf[3]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_pair<T>(sc[mt][2 * jp], qa[mt], kf[0], kf[1]);
+        mma_pair<T>(sc[mt][2 * jp + 1], qa[mt], kf[2], kf[3]);
+      }
     }
   }
-  if constexpr (Masked) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    if constexpr (Masked) {
+#pragma unroll
+      for (int j = 0; j < Keys / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (8 * j + e % 2 >= lim[mt][e / 2]) sc[mt][j][e] = kNegInf;
+        }
+      }
+    }
+    // sl2 > 0, so the row max of raw scores scales to the row max of scaled ones.
+    float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+    for (int j = 0; j < Keys / 8; ++j) {
+      mx[0] = fmaxf(mx[0], fmaxf(sc[mt][j][0], sc[mt][j][1]));
+      mx[1] = fmaxf(mx[1], fmaxf(sc[mt][j][2], sc[mt][j][3]));
+    }
+    float base[2], c[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // a row's scores sit in the 4 lanes of one quad
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      float const mn = fmaxf(w.m[mt][h], mx[h] * sl2);
+      base[h] = mn == kNegInf ? 0.0f : mn;  // a row that sees nothing yet keeps p = 0, no NaN
+      c[h] = w.m[mt][h] == mn ? 1.0f : fast_exp2(w.m[mt][h] - base[h]);
+      w.m[mt][h] = mn;
+    }
+    float rs[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int j = 0; j < Keys / 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        if (8 * j + e % 2 >= (e < 2 ? lim0 : lim1)) sc[j][e] = kNegInf;
+        sc[mt][j][e] = fast_exp2(fmaf(sc[mt][j][e], sl2, -base[e / 2]));
+        rs[e / 2] += sc[mt][j][e];
       }
     }
-  }
-  // sl2 > 0, so the row max of raw scores scales to the row max of scaled ones.
-  float mx[2] = {kNegInf, kNegInf};
+    w.l[mt][0] = w.l[mt][0] * c[0] + rs[0];
+    w.l[mt][1] = w.l[mt][1] * c[1] + rs[1];
+    if (!__all_sync(0xffffffffu, c[0] == 1.0f && c[1] == 1.0f)) {  // some row's max moved
 #pragma unroll
-  for (int j = 0; j < Keys / 8; ++j) {
-    mx[0] = fmaxf(mx[0], fmaxf(sc[j][0], sc[j][1]));
-    mx[1] = fmaxf(mx[1], fmaxf(sc[j][2], sc[j][3]));
-  }
-  float base[2], c[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {  // a row's scores sit in the 4 lanes of one quad
-    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-    float const mn = fmaxf(w.m[h], mx[h] * sl2);
-    base[h] = mn == kNegInf ? 0.0f : mn;  // a row that sees nothing yet keeps p = 0, no NaN
-    c[h] = w.m[h] == mn ? 1.0f : fast_exp2(w.m[h] - base[h]);
-    w.m[h] = mn;
-  }
-  float rs[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int j = 0; j < Keys / 8; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      sc[j][e] = fast_exp2(fmaf(sc[j][e], sl2, -base[e / 2]));
-      rs[e / 2] += sc[j][e];
-    }
-  }
-  w.l[0] = w.l[0] * c[0] + rs[0];
-  w.l[1] = w.l[1] * c[1] + rs[1];
-  if (!__all_sync(0xffffffffu, c[0] == 1.0f && c[1] == 1.0f)) {  // some row's max moved
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      w.o[n][0] *= c[0];
-      w.o[n][1] *= c[0];
-      w.o[n][2] *= c[1];
-      w.o[n][3] *= c[1];
+      for (int n = 0; n < D / 8; ++n) {
+        w.o[mt][n][0] *= c[0];
+        w.o[mt][n][1] *= c[0];
+        w.o[mt][n][2] *= c[1];
+        w.o[mt][n][3] *= c[1];
+      }
     }
   }
 #pragma unroll
   for (int kk = 0; kk < Keys / 16; ++kk) {
-    uint32_t pa[4];
-    p_operand<T>(pa, sc[2 * kk], sc[2 * kk + 1]);
+    uint32_t pa[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) p_operand<T>(pa[mt], sc[mt][2 * kk], sc[mt][2 * kk + 1]);
 #pragma unroll
     for (int np = 0; np < D / 16; ++np) {
       uint32_t vf[4];
       ldmatrix_x4_trans(vf, vt + v_off + kk * 16 * P + np * 16);
-      mma_pair<T>(w.o[2 * np], pa, vf[0], vf[1]);
-      mma_pair<T>(w.o[2 * np + 1], pa, vf[2], vf[3]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_pair<T>(w.o[mt][2 * np], pa[mt], vf[0], vf[1]);
+        mma_pair<T>(w.o[mt][2 * np + 1], pa[mt], vf[2], vf[3]);
+      }
     }
   }
 }
@@ -271,6 +317,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int solo) {
   pdl_begin();
   constexpr int D = Cfg::kD, P = Cfg::kPitch, CP = Cfg::kCPitch, Keys = Cfg::kKeys, Step = Cfg::kStepKeys;
+  constexpr int MT = Cfg::kMTiles, WR = Cfg::kWarpRows;
   constexpr int Stages = Cfg::kStages, kChunks = D / 8;  // 16-byte chunks per row
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   extern __shared__ __align__(16) unsigned char flash_smem[];
@@ -312,22 +359,26 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
                                                                  : k_begin + chunk);
   int const n_steps = (k_end - k_begin + Step - 1) / Step;
 
-  // Each lane's two rows (g, g + 8) see keys below vis[h]; rows past the block's end (zero q,
-  // output dropped) see every loaded key, so they never force masking.
-  int vis[2];
+  // Each lane's two rows (g, g + 8) of row tile mt see keys below vis[mt][h]; rows past the
+  // block's end (zero q, output dropped) see every loaded key, so they never force masking.
+  int vis[MT][2];
+  int wmin = k_end, wmax = 0;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    int64_t const rho = rho0 + rg * 16 + g + 8 * h;
-    int64_t v = k_end;
-    if (rho < rows_kv) {
-      int64_t const i = rho % a.sq;
-      v = a.causal && i + len - a.sq + 1 < len ? i + len - a.sq + 1 : len;
-      v = v < k_end ? v : k_end;
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int64_t const rho = rho0 + rg * WR + mt * 16 + g + 8 * h;
+      int64_t v = k_end;
+      if (rho < rows_kv) {
+        int64_t const i = rho % a.sq;
+        v = a.causal && i + len - a.sq + 1 < len ? i + len - a.sq + 1 : len;
+        v = v < k_end ? v : k_end;
+      }
+      vis[mt][h] = static_cast<int>(v > 0 ? v : 0);
+      wmin = min(wmin, vis[mt][h]);
+      wmax = max(wmax, vis[mt][h]);
     }
-    vis[h] = static_cast<int>(v > 0 ? v : 0);
   }
-  int wmin = vis[0] < vis[1] ? vis[0] : vis[1];
-  int wmax = vis[0] < vis[1] ? vis[1] : vis[0];
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) {
     wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
@@ -367,11 +418,16 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
   // Scores scale by |scale| · log2(e) > 0 (so row maxima commute with it); a negative scale
   // negates Q instead, which is exact in 16 bits.
   float const sl2 = fmaxf(fabsf(a.scale) * kLog2e, 1e-30f);
-  FlashWarpState<D> w;
+  FlashWarpState<D, MT> w;
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n) w.o[n][0] = w.o[n][1] = w.o[n][2] = w.o[n][3] = 0.0f;
-  w.m[0] = w.m[1] = kNegInf;
-  w.l[0] = w.l[1] = 0.0f;
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) w.o[mt][n][0] = w.o[mt][n][1] = w.o[mt][n][2] = w.o[mt][n][3] = 0.0f;
+    w.m[mt][0] = w.m[mt][1] = kNegInf;
+    w.l[mt][0] = w.l[mt][1] = 0.0f;
+  }
+  uint32_t const flip = a.scale < 0.0f ? 0x80008000u : 0u;  // both halves' sign bits
+  T const* const qt = qs + rg * WR * P + ldm_q_offset(lane, P);  // this lane's Q rows (first tile)
 
   if (n_steps > 0) {
     T const* const qg = a.q + (row_base + rho0 + r0) * D + col0;
@@ -388,12 +444,13 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
     }
     cp_async_wait<Stages - 1>();  // the Q group has landed
     __syncthreads();
-    uint32_t const flip = a.scale < 0.0f ? 0x80008000u : 0u;  // both halves' sign bits
+    if constexpr (Cfg::kQInRegs) {
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      ldmatrix_x4(w.qf[kk], qs + rg * 16 * P + ldm_q_offset(lane, P) + kk * 16);
+      for (int kk = 0; kk < D / 16; ++kk) {
+        ldmatrix_x4(w.qf[kk], qt + kk * 16);
 #pragma unroll
-      for (int r = 0; r < 4; ++r) w.qf[kk][r] ^= flip;
+        for (int r = 0; r < 4; ++r) w.qf[kk][r] ^= flip;
+      }
     }
   }
 
@@ -409,10 +466,17 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
     int const t0 = k_begin + s * Step + kw * Keys;  // this warp's first key
     if (t0 >= wmax) continue;                      // no row of the warp sees any of its keys
     if (t0 + Keys > wmin) {  // some row of the warp stops inside this slice
-      // element (j, e) is key t0 + 8j + 2t + e % 2 of row g + 8 (e / 2)
-      flash_slice<true, T, D, Keys, P>(w, kt, vt, k_off, v_off, sl2, vis[0] - t0 - 2 * t, vis[1] - t0 - 2 * t);
+      // tile mt's element (j, e) is key t0 + 8j + 2t + e % 2 of row 16 mt + g + 8 (e / 2)
+      int lim[MT][2];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        lim[mt][0] = vis[mt][0] - t0 - 2 * t;
+        lim[mt][1] = vis[mt][1] - t0 - 2 * t;
+      }
+      flash_slice<true, Cfg::kQInRegs, T, D, Keys, P, MT>(w, qt, flip, kt, vt, k_off, v_off, sl2, lim);
     } else {
-      flash_slice<false, T, D, Keys, P>(w, kt, vt, k_off, v_off, sl2, 0, 0);
+      int const none[MT][2] = {};
+      flash_slice<false, Cfg::kQInRegs, T, D, Keys, P, MT>(w, qt, flip, kt, vt, k_off, v_off, sl2, none);
     }
   }
 
@@ -420,32 +484,36 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
   // drained), then combine the key warps.
   cp_async_wait<0>();
   __syncthreads();
-  float* const cmb = reinterpret_cast<float*>(flash_smem);  // (warps, 16, CP)
-  float* const st = cmb + Cfg::kWarps * 16 * CP;        // (warps, 16, 2): m, l
-  float* const park_acc = st + Cfg::kWarps * 16 * 2;    // Cluster: the CTA's partial (kRows, D) ...
+  float* const cmb = reinterpret_cast<float*>(flash_smem);  // (warps, WR, CP)
+  float* const st = cmb + Cfg::kWarps * WR * CP;        // (warps, WR, 2): m, l
+  float* const park_acc = st + Cfg::kWarps * WR * 2;    // Cluster: the CTA's partial (kRows, D) ...
   float* const park_ml = park_acc + Cfg::kRows * D;     // ... and its (kRows, 2): m, l
-  static_assert(!Cluster || (static_cast<size_t>(Cfg::kWarps) * 16 * (CP + 2) + Cfg::kRows * (D + 2)) * 4 <=
+  static_assert(!Cluster || (static_cast<size_t>(Cfg::kWarps) * WR * (CP + 2) + Cfg::kRows * (D + 2)) * 4 <=
                                 Cfg::kSmemBytes,
                 "attention tensor-core tier: the parked cluster partial must fit beside the combine buffer");
-  static_assert((Cfg::kWarps * 16 * (CP + 2)) % 4 == 0, "attention tensor-core tier: parked rows 16-byte aligned");
+  static_assert((Cfg::kWarps * WR * (CP + 2)) % 4 == 0, "attention tensor-core tier: parked rows 16-byte aligned");
+  float* const mine = cmb + warp * WR * CP;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    w.l[h] += __shfl_xor_sync(0xffffffffu, w.l[h], 1);
-    w.l[h] += __shfl_xor_sync(0xffffffffu, w.l[h], 2);
-  }
-  float* const mine = cmb + warp * 16 * CP;
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n) {
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      *reinterpret_cast<float2*>(mine + (g + 8 * h) * CP + 8 * n + 2 * t) = make_float2(w.o[n][2 * h], w.o[n][2 * h + 1]);
+      w.l[mt][h] += __shfl_xor_sync(0xffffffffu, w.l[mt][h], 1);
+      w.l[mt][h] += __shfl_xor_sync(0xffffffffu, w.l[mt][h], 2);
     }
-  }
-  if (t == 0) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      st[(warp * 16 + g + 8 * h) * 2] = w.m[h];
-      st[(warp * 16 + g + 8 * h) * 2 + 1] = w.l[h];
+    for (int n = 0; n < D / 8; ++n) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        *reinterpret_cast<float2*>(mine + (mt * 16 + g + 8 * h) * CP + 8 * n + 2 * t) =
+            make_float2(w.o[mt][n][2 * h], w.o[mt][n][2 * h + 1]);
+      }
+    }
+    if (t == 0) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        st[(warp * WR + mt * 16 + g + 8 * h) * 2] = w.m[mt][h];
+        st[(warp * WR + mt * 16 + g + 8 * h) * 2 + 1] = w.l[mt][h];
+      }
     }
   }
   __syncthreads();
@@ -454,15 +522,15 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
     int const idx = threadIdx.x + it * Cfg::kThreads;
     int const r = idx / (D / 4), c4 = (idx % (D / 4)) * 4;  // row of the block, 4 columns
     if (rho0 + r >= rows_kv) continue;
-    int const rgi = r / 16, rr = r % 16;
+    int const rgi = r / WR, rr = r % WR;
     float mm = kNegInf;
 #pragma unroll
-    for (int w = 0; w < Cfg::kKeyWarps; ++w) mm = fmaxf(mm, st[((w * Cfg::kRowWarps + rgi) * 16 + rr) * 2]);
+    for (int w = 0; w < Cfg::kKeyWarps; ++w) mm = fmaxf(mm, st[((w * Cfg::kRowWarps + rgi) * WR + rr) * 2]);
     float ll = 0.0f;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
     for (int w = 0; w < Cfg::kKeyWarps; ++w) {  // key warps in key order
-      int const slot = (w * Cfg::kRowWarps + rgi) * 16 + rr;
+      int const slot = (w * Cfg::kRowWarps + rgi) * WR + rr;
       float const mw = st[slot * 2];
       float const wt = mw == kNegInf ? 0.0f : fast_exp2(mw - mm);
       ll += wt * st[slot * 2 + 1];
