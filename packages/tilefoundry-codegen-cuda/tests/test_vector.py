@@ -64,11 +64,30 @@ def test_rotate_half_loads_one_whole_pack_at_the_index_its_branch_selects() -> N
         f"load_pack<4>({x} + ((j_b < int64_t(32LL)) ? (j_b + int64_t(32LL)) : (j_b - int64_t(32LL))), gl0_);",
         "float gs0_[4];",
     ]
-    assert "gs0_[l_] = ((j < int64_t(32LL)) ? (-gl0_[l_]) : gl0_[l_]);" in code.lanes(body, cx)[3]
+    # The lanes test the pack-uniform condition once, at the pack's base.
+    assert plan.uniform == {binary("lt", J, Const(32))}
+    assert "gs0_[l_] = ((j_b < int64_t(32LL)) ? (-gl0_[l_]) : gl0_[l_]);" in code.lanes(body, cx)[3]
     # A shift off the pack grid keeps the access scalar.
     off = Load(X, (I, binary("add", J, Const(2))))
     odd = _store(Select(binary("lt", J, Const(32)), off, Const(0.0, f32)))
     assert plan_packs("j", Const(64), odd, "g").loads == ()
+
+
+def test_a_condition_that_flips_inside_a_pack_stays_per_lane() -> None:
+    """`j < 30` flips between lanes 1 and 2 of the pack at 28 (f32: 4 lanes): each lane tests it at
+    its own j; `j < 32` in the same body is tested at the pack's base."""
+    body = _store(
+        binary(
+            "add",
+            Select(binary("lt", J, Const(30)), Load(X, (I, J)), Const(0.0, f32)),
+            Select(binary("lt", J, Const(32)), Const(1.0, f32), Const(2.0, f32)),
+        )
+    )
+    plan = plan_packs("j", Const(64), body, "g")
+    assert plan.lanes == 4 and plan.uniform == {binary("lt", J, Const(32))}
+    lanes = "\n".join(PackCode(plan, "j_b").lanes(body, CExpr({})))
+    assert "(j < int64_t(30LL))" in lanes and "(j_b < int64_t(32LL))" in lanes
+    assert "j_b < int64_t(30LL)" not in lanes and "(j < int64_t(32LL))" not in lanes
 
 
 def test_branch_loads_merge_only_across_one_condition_of_one_buffer() -> None:
@@ -361,4 +380,4 @@ def test_a_value_over_the_partner_pack_is_computed_by_the_partner_and_exchanged(
     assert sum("load_pack<4>(" in line for line in prologue) == 2  # this thread's x and y only
     assert "for (int l_ = 0; l_ < 4; ++l_) ge0_[l_] = ((gl0_[l_] * s) * gl1_[l_]);" in prologue
     lanes = "\n".join(code.lanes(body, CExpr({})))
-    assert "(ge0_[l_] + ((j < int64_t(32LL)) ? (-ge0x_[l_]) : ge0x_[l_]))" in lanes
+    assert "(ge0_[l_] + ((j_b < int64_t(32LL)) ? (-ge0x_[l_]) : ge0x_[l_]))" in lanes

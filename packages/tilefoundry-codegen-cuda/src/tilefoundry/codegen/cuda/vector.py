@@ -56,6 +56,7 @@ from tilefoundry.ir.tile.expr import (
     rebuild,
     sub,
     substitute,
+    transform,
     walk,
 )
 from tilefoundry.ir.tile.stmt import Assign, Buffer, Let, Stmt, Store, statements
@@ -137,7 +138,9 @@ class PackPlan:
     """N lanes per pack over loop variable `var`; the loads and stores moved as packs.
 
     `hoisted` names the body's definitions that do not move with `var` (a gathered row index):
-    they are computed once per pack, before its loads, which may use them.
+    they are computed once per pack, before its loads, which may use them. `uniform` holds the
+    Select conditions that move with `var` alone and are pack-uniform (rotate-half's `j < 64`):
+    the lanes test them at the pack's base, once, not once a lane.
     """
 
     var: str
@@ -147,6 +150,7 @@ class PackPlan:
     hoisted: frozenset[str] = frozenset()
     folds: tuple[FoldPlan, ...] = ()
     exchanges: tuple[Exchange, ...] = ()
+    uniform: frozenset[Expr] = frozenset()
 
     @property
     def buffers(self) -> tuple[Buffer, ...]:
@@ -342,7 +346,15 @@ def plan_packs(
     folds = _plan_folds(values, var, moving, lanes, prefix, {id(a.buffer) for a in store_acc})
     if isinstance(folds, str):
         return folds
-    return PackPlan(var, lanes, tuple(load_acc), tuple(store_acc), frozenset(hoisted), folds)
+    uniform = frozenset(
+        x.cond
+        for e in values
+        for x in walk(e)
+        if isinstance(x, Select)
+        and free_vars(x.cond) & moving == {var}
+        and _pack_uniform(x.cond, var, moving, lanes)
+    )
+    return PackPlan(var, lanes, tuple(load_acc), tuple(store_acc), frozenset(hoisted), folds, uniform=uniform)
 
 
 def merge_branch_loads(accesses: list[Access]) -> list[Access]:
@@ -565,9 +577,21 @@ class PackCode:
 
     def _lane_value(self, e: Expr, *, own: bool = False) -> Expr:
         """`e` as lane `l_` reads it: exchanged values (unless `e` is one's `own`), lane arrays and
-        folds."""
+        folds, and its pack-uniform conditions at the pack's base."""
         folds = {f.fold: f.name for f in self.plan.folds}
-        return _lane_reads(e, self.plan.loads, folds, None if own else self.values)
+        return self._uniform_at_base(_lane_reads(e, self.plan.loads, folds, None if own else self.values))
+
+    def _uniform_at_base(self, e: Expr) -> Expr:
+        """`e` with each condition of `plan.uniform` tested at the pack's base (one value per pack)."""
+        if not self.plan.uniform:
+            return e
+
+        def at_base(x: Expr) -> Expr | None:
+            if isinstance(x, Select) and x.cond in self.plan.uniform:
+                return Select(self._at_base(x.cond), x.a, x.b)
+            return None
+
+        return transform(e, at_base)
 
     def _partner_reads(self, stmts: tuple[Stmt, ...]) -> set[str]:
         """The partner packs the lanes still read once exchanged values are swapped in."""
