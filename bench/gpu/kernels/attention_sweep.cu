@@ -27,6 +27,7 @@
 
 #include <tilefoundry/runtime/cuda/atoms/attention.cuh>
 
+#include "check_status.cuh"
 #include "random_fill.cuh"
 
 namespace ta = tilefoundry::atoms;
@@ -38,15 +39,6 @@ constexpr int kCalls = 10;
 constexpr int kReplays = 7;
 constexpr int kSampledRows = 12;
 constexpr double kPeak = 989e12;
-
-#define CHECK(x)                                                                       \
-  do {                                                                                 \
-    auto const e_ = (x);                                                               \
-    if (e_ != 0) {                                                                     \
-      std::fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #x, int(e_)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
 
 struct Shape {
   int64_t b, h, s;

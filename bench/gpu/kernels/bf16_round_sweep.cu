@@ -25,21 +25,13 @@
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
 #include <tilefoundry/runtime/cuda/atoms/vector_access.cuh>
 
+#include "check_status.cuh"
 #include "random_fill.cuh"
 
 using tilefoundry::atoms::bf16;
 using tilefoundry::atoms::cast;
 using tilefoundry::atoms::load_pack;
 using tilefoundry::atoms::store_pack;
-
-#define CHECK(x)                                                                       \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
 
 enum class Round { f2f, f2fp, integer, none };
 

@@ -40,6 +40,7 @@
 #define TILEFOUNDRY_SM90_TILE_N 128
 #include <tilefoundry/runtime/cuda/atoms/gemm_sm90.cuh>
 
+#include "check_status.cuh"
 #include "random_fill.cuh"
 
 using namespace tilefoundry::atoms::detail;
@@ -48,15 +49,6 @@ using T = cutlass::bfloat16_t;
 constexpr int kCalls = 20;     // calls per graph
 constexpr int kReplays = 7;    // timed replays (median)
 constexpr size_t kRotateBytes = size_t(160) << 20;  // B copies in rotation: more than L2 (60 MB)
-
-#define CHECK(x)                                                                       \
-  do {                                                                                 \
-    auto const e_ = (x);                                                               \
-    if (e_ != 0) {                                                                     \
-      std::fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #x, int(e_)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
 
 struct Shape {
   char const* name;
