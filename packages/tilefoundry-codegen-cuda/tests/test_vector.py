@@ -90,6 +90,26 @@ def test_a_condition_that_flips_inside_a_pack_stays_per_lane() -> None:
     assert "j_b < int64_t(30LL)" not in lanes and "(j < int64_t(32LL))" not in lanes
 
 
+def test_two_buffers_read_in_the_two_branches_of_one_condition_share_a_lane_array() -> None:
+    """`i < 4 ? x[i, j] : z[i, j]` (a cache update's region test): two loads, each under its side of
+    the condition, filling one lane array that the second names by reference; a third buffer
+    under an unrelated condition keeps an array of its own."""
+    c, d = binary("lt", I, Const(4)), binary("lt", I, Const(2))
+    region = Select(c, Load(X, (I, J)), Load(Z, (I, J)))
+    body = _store(binary("add", region, Select(d, Load(Y, (J,)), Const(0.0, f32))))
+    plan = plan_packs("j", Const(64), body, "g")
+    guards = [(a.buffer.name, a.guard) for a in plan.loads]
+    assert guards == [("x", ((c, True),)), ("z", ((c, False),)), ("y", ((d, True),))]
+    prologue = PackCode(plan, "j_b").prologue(CExpr({}), body)
+    assert prologue[:4] == [
+        "float gl0_[4];",
+        "if ((i < int64_t(4LL))) load_pack<4>(b_x + (i) * int64_t(64LL) + j_b, gl0_);",
+        "float (&gl1_)[4] = gl0_;",
+        "if (!((i < int64_t(4LL)))) load_pack<4>(b_z + (i) * int64_t(64LL) + j_b, gl0_);",
+    ]
+    assert prologue[4:6] == ["float gl2_[4];", "if ((i < int64_t(2LL))) load_pack<4>(b_y + j_b, gl2_);"]
+
+
 def test_branch_loads_merge_only_across_one_condition_of_one_buffer() -> None:
     """Nested branches merge level by level into one load; reads of two buffers, or under two
     conditions that are not one's two sides, keep loads of their own, each under its guard."""

@@ -377,15 +377,20 @@ def merge_branch_loads(accesses: list[Access]) -> list[Access]:
     return out
 
 
-def _branch_pair(a: Access, b: Access) -> bool:
-    """Whether `a` and `b` read one buffer under guards that differ only in one condition's branch."""
-    if a.buffer is not b.buffer or len(a.index) != len(b.index) or len(a.guard) != len(b.guard):
+def _complementary(a: Guard, b: Guard) -> bool:
+    """Whether guards `a` and `b` differ only in the branch taken of one condition."""
+    if len(a) != len(b):
         return False
-    flipped = set(a.guard) ^ set(b.guard)
+    flipped = set(a) ^ set(b)
     if len(flipped) != 2:
         return False
     (c1, t1), (c2, t2) = flipped
     return c1 == c2 and t1 != t2
+
+
+def _branch_pair(a: Access, b: Access) -> bool:
+    """Whether `a` and `b` read one buffer under guards that differ only in one condition's branch."""
+    return a.buffer is b.buffer and len(a.index) == len(b.index) and _complementary(a.guard, b.guard)
 
 
 def _plan_folds(
@@ -547,15 +552,18 @@ class PackCode:
             out = []
         out += [self._let(cx, s) for s in hoisted if s.name not in late]
         read = self._partner_reads(stmts)
+        into = self._one_array_of_two_branches()
         for a in self.plan.loads:
             if a.partner is not None and a.name not in read:
                 continue  # every read of it is through an exchanged value
-            load = f"load_pack<{n}>({self._at(cx, a)}, {a.name});"
+            target = into.get(a.name, a.name)
+            load = f"load_pack<{n}>({self._at(cx, a)}, {target});"
             if a.name in self.held:
                 out += [load] if self.held[a.name] else []
                 continue
+            t = ctype(a.buffer.dtype)
             out += [
-                f"{ctype(a.buffer.dtype)} {a.name}[{n}];",
+                f"{t} {a.name}[{n}];" if target == a.name else f"{t} (&{a.name})[{n}] = {target};",
                 f"if ({self._when(cx, a.guard)}) {load}" if a.guard else load,
             ]
         out += folds + [self._let(cx, s) for s in hoisted if s.name in late]
@@ -570,6 +578,24 @@ class PackCode:
             ]
         out += [f"{ctype(a.buffer.dtype)} {a.name}[{n}];" for a in self.plan.stores]
         return out
+
+    def _one_array_of_two_branches(self) -> dict[str, str]:
+        """Loads of two buffers in the two branches of one pack-uniform condition (under the same
+        other branches), such as a cache update's `i in region ? new[...] : cache[...]`: the second
+        fills the first's lane array, of which a pack loads one, and names it by reference. One
+        array instead of two, and the lanes' select of equal values folds away. By name: the
+        second's to the first's."""
+        into: dict[str, str] = {}
+        loads = [a for a in self.plan.loads if a.partner is None and a.name not in self.held]
+        for i, a in enumerate(loads):
+            if a.name in into:
+                continue
+            for b in loads[i + 1 :]:
+                same = b.buffer.dtype == a.buffer.dtype
+                if b.name not in into and same and _complementary(a.guard, b.guard):
+                    into[b.name] = a.name
+                    break
+        return into
 
     def _exchanged(self, e: Expr) -> Expr:
         """`e` with each exchanged value read from its lane array (own or the partner's copy)."""
