@@ -87,12 +87,8 @@ struct Problem {
 template <class Cfg>
 cudaError_t run_rows(Problem& p, T* o, cudaStream_t st) {
   Args const a = p.args(o);
-  DeviceFacts const dev = device_facts();
   int64_t const rows = a.batch * a.heads * a.sq;
-  int64_t const row_blocks = (a.sq + Cfg::kRows - 1) / Cfg::kRows;
-  int64_t const ctas = row_blocks * a.batch * a.kv_heads;
-  AttnPlan const plan = split_keys(AttnTier::mma_rows, ctas, static_cast<int64_t>(dev.sms) * Cfg::kMinBlocks, a.skv,
-                                   Cfg::kStepKeys, kFlashMinChunk, row_blocks);
+  AttnPlan const plan = flash_split(a, flash_facts_of<Cfg>, AttnTier::mma_rows, device_facts());
   size_t const need = attention_partial_bytes(plan.splits, rows, 128);
   if (need > p.ws_bytes) {
     if (p.ws != nullptr) CHECK(cudaFree(p.ws));
@@ -103,9 +99,7 @@ cudaError_t run_rows(Problem& p, T* o, cudaStream_t st) {
   AttnPartials const part = merged ? AttnPartials::in(p.ws, plan.splits, rows) : AttnPartials{nullptr, nullptr, rows};
   cudaError_t const err = flash_mma<T, int, Cfg>(a, part, plan, st);
   if (err != cudaSuccess || !merged) return err;
-  SoloRows<int> const solo{nullptr, false, a.skv, a.heads * a.sq, 0};
-  return launch_kernel(attention_merge<T, 128, int>, dim3(static_cast<unsigned>(rows)), dim3(kMergeRuns * 32), 0, st,
-                       part, a.out_rows(), plan.splits, solo);
+  return launch_attention_merge<128>(a, part, plan, st);
 }
 
 /// Largest |out - reference| over sampled rows, the reference in f64 on the host.

@@ -344,6 +344,17 @@ inline ClusterRoom keys_cluster_room(int head_dim) {
   }
 }
 
+/// A tensor-core call's row blocks and splits for a config with facts `f` (at most `most` splits):
+/// enough CTAs for `f.per_sm` an SM.
+template <class T, class LenT>
+inline AttnPlan flash_split(AttentionArgs<T, LenT> const& a, FlashFacts const& f, AttnTier tier, DeviceFacts const& dev,
+                            int64_t most = std::numeric_limits<int>::max()) {
+  int64_t const row_blocks = (a.heads / a.kv_heads * a.sq + f.rows - 1) / f.rows;
+  int64_t const ctas = row_blocks * a.batch * a.kv_heads;
+  int64_t const target = static_cast<int64_t>(dev.sms) * f.per_sm;
+  return split_keys(tier, ctas, target, a.skv, f.step, kFlashMinChunk, row_blocks, most);
+}
+
 /// The tier and split of a call on the current device; attention() and the workspace size agree.
 /// Where this module's sm_90 code runs, the keys config's splits of a (row block, batch · kv head)
 /// form one cluster: at most 16 of them when every cluster of 16 the call launches fits at once,
@@ -356,17 +367,15 @@ inline AttnPlan attention_plan(AttentionArgs<T, LenT> const& a, int head_dim) {
     bool const keys = g * a.sq <= flash_facts(head_dim, true).rows;  // decode: one row tile holds them all
     FlashFacts const f = flash_facts(head_dim, keys);
     if (f.smem <= static_cast<size_t>(dev.smem_optin)) {
-      int64_t const row_blocks = (g * a.sq + f.rows - 1) / f.rows;
-      int64_t const ctas = row_blocks * a.batch * a.kv_heads;
-      int64_t const target = static_cast<int64_t>(dev.sms) * f.per_sm;
       AttnTier const tier = keys ? AttnTier::mma_keys : AttnTier::mma_rows;
       int64_t const most = keys ? kKeysMaxSplits : std::numeric_limits<int>::max();
-      AttnPlan plan = split_keys(tier, ctas, target, a.skv, f.step, kFlashMinChunk, row_blocks, most);
+      AttnPlan plan = flash_split(a, f, tier, dev, most);
       if (keys && plan.splits > 1 && dev.sm90_code && a.skv <= kClusterMaxKeys) {
         ClusterRoom const room = keys_cluster_room<T, LenT>(head_dim);
+        int64_t const ctas = plan.row_blocks * a.batch * a.kv_heads;
         int const cap = room.of16 >= ctas ? kClusterNonPortable : room.of8 > 0 ? kClusterPortable : 0;
         if (cap > 0) {
-          plan = split_keys(tier, ctas, target, a.skv, f.step, kFlashMinChunk, row_blocks, cap);
+          plan = flash_split(a, f, tier, dev, cap);
           plan.cluster = plan.splits > 1;
         }
       }
@@ -434,6 +443,21 @@ inline cudaError_t flash_mma_cluster(AttentionArgs<T, LenT> const& a, AttnPlan c
 
 }  // namespace detail
 
+namespace detail {
+
+/// The merge of a split launch's partials in the workspace into out. It launches while the split
+/// kernel runs and waits in pdl_begin() for its partials.
+template <int D, class T, class LenT>
+inline cudaError_t launch_attention_merge(AttentionArgs<T, LenT> const& a, AttnPartials part, AttnPlan const& plan,
+                                          cudaStream_t stream) {
+  int64_t const rows = a.batch * a.heads * a.sq;
+  SoloRows<LenT> const solo{a.kv_len, a.kv_len_per_batch, a.skv, a.heads * a.sq, plan.solo};
+  return launch_kernel(attention_merge<T, D, LenT>, dim3(static_cast<unsigned>(rows)), dim3(kMergeRuns * 32), 0,
+                       stream, part, a.out_rows(), plan.splits, solo);
+}
+
+}  // namespace detail
+
 template <class T, class LenT>
 inline size_t attention_workspace_bytes(AttentionArgs<T, LenT> const& a, int head_dim) {
   int64_t const rows = a.batch * a.heads * a.sq;
@@ -481,10 +505,7 @@ inline cudaError_t attention(AttentionArgs<T, LenT> const& a, void* workspace, c
     err = launch_kernel(kernel, grid, dim3(detail::kAttnWarps * 32), smem, stream, a, part, plan.chunk, aligned);
   }
   if (err != cudaSuccess || !merged) return err;
-  // The merge launches while the split kernel runs and waits in pdl_begin() for its partials.
-  detail::SoloRows<LenT> const solo{a.kv_len, a.kv_len_per_batch, a.skv, a.heads * a.sq, plan.solo};
-  return launch_kernel(detail::attention_merge<T, D, LenT>, dim3(static_cast<unsigned>(rows)),
-                       dim3(detail::kMergeRuns * 32), 0, stream, part, a.out_rows(), plan.splits, solo);
+  return detail::launch_attention_merge<D>(a, part, plan, stream);
 }
 
 }  // namespace tilefoundry::atoms
