@@ -13,6 +13,7 @@ each call take the kernel it asks for.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import Any
 
@@ -95,12 +96,12 @@ def test_cpu_keeps_the_copy_and_its_row_major_atom() -> None:
 
 
 def test_the_k_major_gemm_compiles_with_nvcc(built: tuple[Any, str]) -> None:
-    """nvcc builds every tier of the K-major atom (sm90 collective at both of "auto"'s tiles and with
-    stream-K, skinny, mma.sync, SIMT) into one .so."""
+    """nvcc builds every tier of the K-major atom (sm90 collective at both of "auto"'s tiles, the
+    wide one as a 2 x 1 cluster, and with stream-K, skinny, mma.sync, SIMT) into one .so."""
     linked, source = built
     assert linked.library.is_file() and linked.library.stat().st_size > 0
     assert set(linked.entries) == {"linear", "ragged", "wide"}
-    assert "#define TILEFOUNDRY_SM90_WIDE_TILE 1\n" in source
+    assert "#define TILEFOUNDRY_SM90_WIDE_PAIR 1\n" in source
     assert "#define TILEFOUNDRY_SM90_STREAM_K 1\n" in source
     assert "#define TILEFOUNDRY_SM90_SMALL_TILE 1\n" in source
 
@@ -178,9 +179,10 @@ def _cutlass_kernels(linked, name: str, rows: int, k: int, n: int) -> set[str]:
 
 @pytest.mark.gpu
 def test_auto_tile_runs_the_collective_each_call_asks_for_on_gpu(linked) -> None:
-    """`wide` runs 128 x 256 at M = 2048 (256 such tiles fill the SMs) and stream-K at M = 200 (not
-    even its 64 tiles of 128 x 128 would); `linear` runs 64 x 64 ping-pong at M = 64 (48 tiles of
-    128 x 128, 96 of 64 x 64) and 128 x 128 at M = 300: four CUTLASS kernels, each matching torch."""
+    """`wide` runs 128 x 256 at M = 2048 (256 such tiles fill the SMs), as a 2 x 1 cluster under the
+    default gemm_cluster "auto", and stream-K at M = 200 (not even its 64 tiles of 128 x 128 would);
+    `linear` runs 64 x 64 ping-pong at M = 64 (48 tiles of 128 x 128, 96 of 64 x 64) and 128 x 128
+    at M = 300: four CUTLASS kernels, each matching torch."""
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the sm90 collective runs on sm_90 only")
     wide = [_cutlass_kernels(linked, "wide", m, 8192, 4096) for m in (2048, 200)]
@@ -189,6 +191,9 @@ def test_auto_tile_runs_the_collective_each_call_asks_for_on_gpu(linked) -> None
     assert all(len(k) == 1 for k in kernels) and len(set.union(*kernels)) == 4
     small, square = (next(iter(k)) for k in linear)
     assert "Pingpong" in small and "Pingpong" not in square
+    # The mainloop's (stages, ClusterShape) as mangled: cute::tuple<C<2>, C<1>, C<1>> for the pair.
+    paired = re.compile(r"MainloopSm90TmaGmmaWarpSpecializedILi\d+ENS\d*_IJNS\d*_1CILi2EEE")
+    assert paired.search(next(iter(wide[0]))) and not any(paired.search(next(iter(k))) for k in kernels[1:])
 
 
 @pytest.mark.gpu

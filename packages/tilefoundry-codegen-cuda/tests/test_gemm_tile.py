@@ -9,13 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from tilefoundry.codegen.cuda.gemm_atom import SMALL_TILE_MAX_M, STREAM_K_MIN_K, WIDE_TILE_MIN_NK
-from tilefoundry.codegen.cuda.options import GEMM_TILE
+from tilefoundry.codegen.cuda.gemm_atom import (
+    SMALL_TILE_MAX_M,
+    STREAM_K_MIN_K,
+    WIDE_PAIR_MIN_M,
+    WIDE_TILE_MIN_NK,
+)
+from tilefoundry.codegen.cuda.options import GEMM_CLUSTER, GEMM_TILE
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, tf
 from tilefoundry.ir.errors import PlanError
 
 T = DimVar("T", 1, 4097)
 WIDE = "#define TILEFOUNDRY_SM90_WIDE_TILE 1\n"
+PAIR = "#define TILEFOUNDRY_SM90_WIDE_PAIR 1\n"
 STREAM_K = "#define TILEFOUNDRY_SM90_STREAM_K 1\n"
 SMALL = "#define TILEFOUNDRY_SM90_SMALL_TILE 1\n"
 SM90_HEADER = (
@@ -30,6 +36,16 @@ def proj(x: Tensor[(T, 256), bf16], w: ConstTensor[(512, 256), bf16]):
 
 @func
 def wide(x: Tensor[(T, 4096), bf16], w: ConstTensor[(4096, 4096), bf16]):
+    return x @ tf.transpose(w, (1, 0))
+
+
+@func
+def wide_short_m(x: Tensor[(255, 4096), bf16], w: ConstTensor[(4096, 4096), bf16]):
+    return x @ tf.transpose(w, (1, 0))
+
+
+@func
+def wide_tall(x: Tensor[(256, 4096), bf16], w: ConstTensor[(4096, 4096), bf16]):
     return x @ tf.transpose(w, (1, 0))
 
 
@@ -74,13 +90,39 @@ def test_a_non_default_tile_defines_the_collectives_tile_shape(cuda_source) -> N
 def test_auto_adds_the_wide_tile_only_where_n_and_k_are_large(cuda_source) -> None:
     """Under "auto" a module gets the 128 x 256 collective beside 128 x 128 only when some GEMM's
     constant N and K both reach the threshold; a fixed tile, 128x128 included, means that tile alone."""
-    assert WIDE in cuda_source(wide)
-    assert WIDE not in cuda_source(proj)
-    assert WIDE not in cuda_source(wide_n_short_k)
+    for cluster in ("auto", "1x1"):
+        variant = PAIR if cluster == "auto" else WIDE
+        assert variant in cuda_source(wide, {"gemm_cluster": cluster})
+        assert variant not in cuda_source(proj, {"gemm_cluster": cluster})
+        assert variant not in cuda_source(wide_n_short_k, {"gemm_cluster": cluster})
     square = cuda_source(wide, {"gemm_tile": "128x128"})
-    assert WIDE not in square and "TILEFOUNDRY_SM90_TILE" not in square
+    assert WIDE not in square and PAIR not in square and "TILEFOUNDRY_SM90_TILE" not in square
     fixed = cuda_source(wide, {"gemm_tile": "128x256"})
-    assert WIDE not in fixed and "#define TILEFOUNDRY_SM90_TILE_N 256\n" in fixed
+    assert WIDE not in fixed and PAIR not in fixed and "#define TILEFOUNDRY_SM90_TILE_N 256\n" in fixed
+
+
+def test_auto_cluster_pairs_the_wide_tile_where_m_may_reach_two_tiles(cuda_source) -> None:
+    """gemm_cluster "auto" (the default) builds the 128 x 256 tile as a 2 x 1 cluster alone, for a
+    GEMM whose M may be at least 256 (a DimVar, or the constant 256); a constant M of 255 gets no
+    wide tile at all, and no module-wide cluster macro is set."""
+    assert GEMM_CLUSTER.default == "auto"
+    for fn in (wide, wide_tall):
+        text = cuda_source(fn)
+        assert PAIR in text and WIDE not in text and "TILEFOUNDRY_SM90_CLUSTER" not in text, fn.name
+    short = cuda_source(wide_short_m)
+    assert PAIR not in short and WIDE not in short
+    assert WIDE in cuda_source(wide_short_m, {"gemm_cluster": "1x1"})
+
+
+def test_the_wide_pair_is_the_wide_tile_at_a_two_by_one_cluster() -> None:
+    """The header runs the pair as Sm90Gemm<..., 128, 256, ..., 2, 1> only where M reaches
+    kSm90WidePairMinM and the wide tile pays, and the plain wide tile only without the pair."""
+    header = SM90_HEADER.read_text()
+    pair = header.index("#if defined(TILEFOUNDRY_SM90_WIDE_PAIR)")
+    plain = header.index("#elif defined(TILEFOUNDRY_SM90_WIDE_TILE)", pair)
+    branch = header[pair:plain]
+    assert "M >= kSm90WidePairMinM && sm90_wide_tile_pays(batch, M, N, K)" in branch
+    assert "Sm90Gemm<T, BKMajor, 128, 256, void, false, 2, 1>" in branch
 
 
 def test_auto_adds_stream_k_only_where_k_is_long(cuda_source) -> None:
@@ -108,6 +150,7 @@ def test_the_variants_thresholds_are_the_runtimes() -> None:
     header = SM90_HEADER.read_text()
     limits = (
         ("kSm90WideMinNK", WIDE_TILE_MIN_NK),
+        ("kSm90WidePairMinM", WIDE_PAIR_MIN_M),
         ("kSm90SmallTileMaxM", SMALL_TILE_MAX_M),
         ("kSm90StreamKMinK", STREAM_K_MIN_K),
     )
@@ -131,12 +174,13 @@ def test_an_unknown_tile_is_refused_naming_the_choices(cuda_source) -> None:
 
 def test_a_cluster_reaches_every_collective_of_the_module(cuda_source) -> None:
     """gemm_cluster=2x1 (or 1x2) sets the cluster macros beside whatever tiles "auto" adds; the
-    default 1x1, a module without the collective and an sm_80 build define none."""
+    default "auto", 1x1, a module without the collective and an sm_80 build define none."""
     text = cuda_source(wide, {"gemm_cluster": "2x1"})
     assert "#define TILEFOUNDRY_SM90_CLUSTER_M 2\n#define TILEFOUNDRY_SM90_CLUSTER_N 1\n" in text
     assert WIDE in text
     assert "#define TILEFOUNDRY_SM90_CLUSTER_N 2\n" in cuda_source(proj, {"gemm_cluster": "1x2"})
     assert "TILEFOUNDRY_SM90_CLUSTER" not in cuda_source(wide)
+    assert "TILEFOUNDRY_SM90_CLUSTER" not in cuda_source(wide, {"gemm_cluster": "1x1"})
     assert "TILEFOUNDRY_SM90_CLUSTER" not in cuda_source(scale, {"gemm_cluster": "2x1"})
     assert "TILEFOUNDRY_SM90_CLUSTER" not in cuda_source(proj, {"gemm_cluster": "2x1"}, "sm_80")
 
@@ -154,7 +198,7 @@ def test_the_cluster_macros_are_the_collectives_cluster_shape() -> None:
 
 def test_an_unknown_cluster_is_refused_naming_the_choices(cuda_source) -> None:
     """A cluster the collective is not offered with fails closed, also in a module without a GEMM."""
-    message = r"option gemm_cluster must be one of 1x1, 2x1, 1x2, got '4x1'"
+    message = r"option gemm_cluster must be one of auto, 1x1, 2x1, 1x2, got '4x1'"
     with pytest.raises(PlanError, match=message):
         cuda_source(scale, {"gemm_cluster": "4x1"})
 

@@ -40,9 +40,11 @@
 #ifndef TILEFOUNDRY_SM90_TILE_N
 #define TILEFOUNDRY_SM90_TILE_N 128
 #endif
-// The thread-block cluster (M x N CTAs) of every collective: option `gemm_cluster`. At 2 x 1 the
-// two CTAs of neighbouring M tiles share each B tile, which TMA multicasts to both (at 1 x 2, each
-// A tile to two N tiles), so L2 serves that operand once for two tiles.
+// The thread-block cluster (M x N CTAs) of every collective: option `gemm_cluster` when set. At
+// 2 x 1 the two CTAs of neighbouring M tiles share each B tile, which TMA multicasts to both (at
+// 1 x 2, each A tile to two N tiles), so L2 serves that operand once for two tiles. Under its
+// "auto" (TILEFOUNDRY_SM90_WIDE_PAIR in place of TILEFOUNDRY_SM90_WIDE_TILE) the 128 x 256 tile
+// alone runs as 2 x 1, at M >= kSm90WidePairMinM, and every other collective as 1 x 1.
 #ifndef TILEFOUNDRY_SM90_CLUSTER_M
 #define TILEFOUNDRY_SM90_CLUSTER_M 1
 #endif
@@ -164,11 +166,22 @@ inline bool sm90_stream_k_pays(int64_t batch, int64_t M, int64_t N, int64_t K) {
   return batch * ((M + 127) / 128) * ((N + 127) / 128) < device_facts().sms;
 }
 
+// M from which the 128 x 256 tile runs as a 2 x 1 cluster under gemm_cluster "auto": two full M
+// tiles, so a cluster's second CTA has a tile of its own. On the H200 (bench/gpu/kernels/
+// sm90_sweep.cu, 2026-12-02) 2 x 1 took the wide tile from 0.86x to 0.98x cuBLAS at 4096^3, 0.95x
+// to 0.97x at 8192^3, and on Qwen3-8B at M = 2048 gate_up 0.97x to 1.12x and down 0.99x to 1.01x.
+// Below it the wide tile is not taken: B is streamed once at any tile there, and 128 x 128 serves.
+inline constexpr int64_t kSm90WidePairMinM = 256;
+
 /// `f(Sm90Gemm<...>{})` with the collective that serves the problem; fits, workspace and run ask
 /// it in turn, so all three agree.
 template <class T, bool BKMajor, class F>
 inline decltype(auto) with_sm90_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, F&& f) {
-#if defined(TILEFOUNDRY_SM90_WIDE_TILE)
+#if defined(TILEFOUNDRY_SM90_WIDE_PAIR)
+  if (M >= kSm90WidePairMinM && sm90_wide_tile_pays(batch, M, N, K)) {
+    return f(Sm90Gemm<T, BKMajor, 128, 256, void, false, 2, 1>{});
+  }
+#elif defined(TILEFOUNDRY_SM90_WIDE_TILE)
   if (sm90_wide_tile_pays(batch, M, N, K)) return f(Sm90Gemm<T, BKMajor, 128, 256>{});
 #endif
 #if defined(TILEFOUNDRY_SM90_SMALL_TILE)
