@@ -104,8 +104,10 @@ done
 run() {  # run SIDE CMD...: in that side's tree, with its site and build cache
   local s=$1
   shift
+  local commit
+  commit=$(cat "$s.commit")  # read beside the side's tree, before entering it
   (cd "$s" && PYTHONPATH=/tmp/ab-site-$s:$PWD TILEFOUNDRY_CACHE_DIR=/tmp/ab-cache-$s \
-    TILEFOUNDRY_COMMIT=$(cat "$s.commit") "$@")
+    TILEFOUNDRY_COMMIT=$commit "$@")
 }
 opts() {  # the side's own options, then (the last side) the ARGS after --
   eval "local own=($(cat "$1.options"))"
