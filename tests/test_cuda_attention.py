@@ -181,7 +181,7 @@ def linked(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def linked_warp_rows_32(tmp_path_factory: pytest.TempPathFactory):
-    """Every case built with option attention_warp_rows=32: the rows config's warps own two m16 tiles."""
+    """Every case built with option attention_warp_rows=32: the prefill's warps own two m16 tiles."""
     return _compile(Cases, tmp_path_factory, {"attention_warp_rows": 32})[0]
 
 
@@ -221,7 +221,8 @@ def _ptx_entries(arch: str, tmp_path: Path) -> dict[str, str]:
 def test_keys_tier_cluster_form_compiles(arch: str, tmp_path: Path) -> None:
     """The keys config builds in both forms for sm_90a and sm_80: the cluster form's sm_90 code
     syncs the cluster twice and maps peers' shared memory, its sm_80 code only traps (the plan
-    never launches it there); the workspace form and the merge kernel have no cluster barrier."""
+    never launches it there); the workspace form, the two prefill configs and the merge kernel
+    have no cluster barrier."""
     cat.require_nvcc()
     entries = _ptx_entries(arch, tmp_path)
     flash = {n: b for n, b in entries.items() if "flash_mma_kernel" in n}
@@ -229,7 +230,7 @@ def test_keys_tier_cluster_form_compiles(arch: str, tmp_path: Path) -> None:
     cluster = [b for n, b in flash.items() if "Li128ELi1ELi4E" in n and "Lb1E" in n]
     plain = [b for n, b in flash.items() if "Lb0E" in n]
     merge = [b for n, b in entries.items() if "attention_merge" in n]
-    assert len(cluster) == 1 and len(plain) == 2 and len(merge) == 1, sorted(entries)
+    assert len(cluster) == 1 and len(plain) == 3 and len(merge) == 1, sorted(entries)
     (body,) = cluster
     if arch == "sm_90a":
         assert body.count("barrier.cluster.arrive") == 2 and body.count("barrier.cluster.wait") == 2
@@ -240,12 +241,14 @@ def test_keys_tier_cluster_form_compiles(arch: str, tmp_path: Path) -> None:
 
 
 def test_tensor_core_splits_share_the_keys_by_the_split_count_on_the_device(tmp_path: Path) -> None:
-    """Every tensor-core kernel, both forms of the keys config among them, divides the keys its row
-    block sees by the launch's splits (%nctaid.z) at run time; built for sm_90a."""
+    """Every tensor-core kernel, both forms of the keys config and both prefill configs among them,
+    divides the keys its row block sees by the launch's splits (%nctaid.z) at run time; built for
+    sm_90a."""
     cat.require_nvcc()
     flash = {n: b for n, b in _ptx_entries("sm_90a", tmp_path).items() if "flash_mma_kernel" in n}
     # Mangled template arguments: FlashConfig<128, 1, 4, ...> is the keys config.
-    assert len(flash) == 4 and sum("Li128ELi1ELi4E" in n for n in flash) == 2, sorted(flash)
+    assert len(flash) == 5 and sum("Li128ELi1ELi4E" in n for n in flash) == 2, sorted(flash)
+    assert sum(config in n for n in flash for config in (ROWS_CONFIG, PAIRED_CONFIG)) == 2, sorted(flash)
     assert all("%nctaid.z" in b for b in flash.values())
 
 
@@ -254,21 +257,27 @@ ROWS_TIER_SOURCE = """
 namespace ta = tilefoundry::atoms;
 namespace td = tilefoundry::atoms::detail;
 cudaError_t prefill(ta::AttentionArgs<ta::bf16, int> const& a, td::AttnPlan const& p, cudaStream_t s) {
-  using Rows = td::FlashRowsConfig<128>;
-  return td::flash_mma<ta::bf16, int, Rows>(a, td::AttnPartials{nullptr, nullptr, 0}, p, s);
+  return td::flash_rows<128>(a, td::AttnPartials{nullptr, nullptr, 0}, p, s);
 }
 """
+ROWS_CONFIG = "Li128ELi8ELi1ELi64ELi3ELi1ELi1E"  # FlashConfig<128, 8, 1, 64, 3, 1, 1>
+PAIRED_CONFIG = "Li128ELi4ELi1ELi32ELi3ELi2ELi2E"  # FlashConfig<128, 4, 1, 32, 3, 2, 2>
 
 
-def test_two_row_tiles_a_warp_build_the_rows_config_of_four_warps(tmp_path: Path) -> None:
-    """TILEFOUNDRY_FLASH_WARP_ROWS=32 (option attention_warp_rows) makes the rows config 4 warps of
-    two m16 tiles, two stages, two CTAs an SM (FlashConfig<128, 4, 1, 64, 2, 2, 2>); sm_90a PTX."""
+@pytest.mark.parametrize(("macro", "configs"), [(None, [ROWS_CONFIG, PAIRED_CONFIG]), (32, [PAIRED_CONFIG])])
+def test_the_prefill_tier_builds_the_configs_its_warp_rows_allow(tmp_path: Path, macro, configs) -> None:
+    """The prefill dispatch (flash_rows) builds both row configs where TILEFOUNDRY_FLASH_WARP_ROWS
+    leaves the choice per call (option attention_warp_rows "auto"), and at 32 (the option's 32) the
+    paired one alone: 4 warps of two m16 tiles, 32-key steps, three stages, two CTAs an SM; sm_90a PTX."""
     cat.require_nvcc()
     ptx = tmp_path / "rows_tier.ptx"
-    flags = ["-O3", "-DTILEFOUNDRY_TARGET_CUDA", "-DTILEFOUNDRY_FLASH_WARP_ROWS=32"]
+    flags = ["-O3", "-DTILEFOUNDRY_TARGET_CUDA"]
+    if macro is not None:
+        flags.append(f"-DTILEFOUNDRY_FLASH_WARP_ROWS={macro}")
     cat.nvcc_compile(ROWS_TIER_SOURCE, ptx, *flags, "-gencode=arch=compute_90a,code=compute_90a", "-ptx")
     names = [n for n in re.findall(r"\.entry (\w+)\(", ptx.read_text()) if "flash_mma_kernel" in n]
-    assert len(names) == 1 and "Li128ELi4ELi1ELi64ELi2ELi2ELi2E" in names[0], names
+    built = sorted(c for n in names for c in (ROWS_CONFIG, PAIRED_CONFIG) if c in n)
+    assert len(names) == len(configs) and built == sorted(configs), names
 
 
 def _run_and_check(f, name: str, args: tuple[torch.Tensor, ...], where: str) -> None:

@@ -306,6 +306,22 @@ void test_split_keys() {
   CHECK(attention_partial_bytes(3, 5, 64) == 128 + 3 * 5 * 64 * 4);  // m, l block padded to 16 bytes
 }
 
+/// The prefill config per call (TILEFOUNDRY_FLASH_WARP_ROWS left at 0): the paired rows from
+/// kFlashPairedMinCtasPerSm CTAs an SM, the rows config below; the facts each plan splits by.
+void test_rows_tier() {
+  DeviceFacts dev;
+  dev.sms = 132;
+  CHECK(flash_rows_tier(4 * 32 * 32, dev) == AttnTier::mma_rows_paired);  // B4 H32 S4096
+  CHECK(flash_rows_tier(32 * 8, dev) == AttnTier::mma_rows);              // B1 H32 S1024
+  CHECK(flash_rows_tier(kFlashPairedMinCtasPerSm * 132, dev) == AttnTier::mma_rows_paired);
+  CHECK(flash_rows_tier(kFlashPairedMinCtasPerSm * 132 - 1, dev) == AttnTier::mma_rows);
+  FlashFacts const rows = flash_facts(128, AttnTier::mma_rows);
+  FlashFacts const paired = flash_facts(128, AttnTier::mma_rows_paired);
+  CHECK(rows.rows == 128 && paired.rows == 128);
+  CHECK(rows.per_sm == 1 && paired.per_sm == 2 && rows.step == 64 && paired.step == 32);
+  CHECK(flash_facts(64, AttnTier::mma_keys).rows == 16);
+}
+
 /// Split-KV planning for the cluster path: at most the cluster size, the same chunk rules.
 void test_cluster_split_keys() {
   // The decode benchmark again, capped at 16 and at 8 splits: one cluster per (row block, kv head).
@@ -476,6 +492,7 @@ int main() {
   tf_test::run_group("attention_bank_groups", test_bank_groups);
   tf_test::run_group("attention_split_keys", test_split_keys);
   tf_test::run_group("attention_cluster_split_keys", test_cluster_split_keys);
+  tf_test::run_group("attention_rows_tier", test_rows_tier);
   tf_test::run_group("attention_merge_orders_agree", test_merge_orders_agree);
   tf_test::run_group("attention_merge_empty_splits", test_merge_empty_splits);
   return tf_test::check_summary();

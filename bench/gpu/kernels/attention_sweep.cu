@@ -6,8 +6,9 @@
 // against FlashAttention-2's quarter-to-third with 32 rows a warp at head dim 128. Variants
 // (FlashConfig<D, row warps, key warps, keys a step, stages, CTAs an SM, row tiles a warp>):
 //   8x16 (what runs today)       <128, 8, 1, 64, 3, 1, 1>   128 rows, Q in registers
-//   4x32, 64-key steps           <128, 4, 1, 64, 2, 2, 2>   128 rows, Q reloaded (attention_warp_rows=32)
-//   4x32, 32-key steps           <128, 4, 1, 32, 3, 2, 2>   fewer registers (no spill), twice the steps
+//   4x32, 64-key steps           <128, 4, 1, 64, 2, 2, 2>   128 rows, Q reloaded (255 registers, 88-byte stack)
+//   4x32, 32-key steps           <128, 4, 1, 32, 3, 2, 2>   253 registers, no stack, twice the steps
+//                                                            (the paired rows config: attention_warp_rows 32)
 //   8x32, 256 rows               <128, 8, 1, 64, 3, 1, 2>   one CTA an SM
 // Shapes: bench.gpu's prefill rows, causal and full: B4 H32 S4096 and B1 H32 S1024. Each call runs
 // as attention() runs the rows tier (the plan's splits for the config's CTAs, the merge kernel

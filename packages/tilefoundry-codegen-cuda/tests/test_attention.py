@@ -10,6 +10,7 @@ import pytest
 from tilefoundry.codegen.cuda import atoms
 from tilefoundry.codegen.cuda.attention import atom_blocker, match_attention
 from tilefoundry.codegen.cuda.catalog import arch_catalog
+from tilefoundry.codegen.cuda.options import ATTENTION_WARP_ROWS
 from tilefoundry.codegen.cuda.realize import realize_kernel
 from tilefoundry.dsl import DimVar, Tensor, bf16, f32, func, i32, i64, tf
 from tilefoundry.ir.errors import PlanError
@@ -174,13 +175,16 @@ MMA_HEADER = ATOMS_DIR / "attention_mma.cuh"
 
 
 def test_warp_rows_option_defines_the_rows_config_where_attention_is_called(cuda_source) -> None:
-    """attention_warp_rows=32 defines TILEFOUNDRY_FLASH_WARP_ROWS before the runtime's include in a
-    module that calls the attention atom; 16 (the default), and a module without attention, define none."""
-    text = cuda_source(gqa, {"attention_warp_rows": 32})
-    assert "#define TILEFOUNDRY_FLASH_WARP_ROWS 32\n" in text
-    assert text.index("TILEFOUNDRY_FLASH_WARP_ROWS") < text.index("#include <tilefoundry/runtime.h>")
+    """attention_warp_rows=16 or 32 defines TILEFOUNDRY_FLASH_WARP_ROWS before the runtime's include
+    in a module that calls the attention atom; "auto" (the default), and a module without
+    attention, define none."""
+    for rows in (16, 32):
+        text = cuda_source(gqa, {"attention_warp_rows": rows})
+        assert f"#define TILEFOUNDRY_FLASH_WARP_ROWS {rows}\n" in text
+        assert text.index("TILEFOUNDRY_FLASH_WARP_ROWS") < text.index("#include <tilefoundry/runtime.h>")
+    assert ATTENTION_WARP_ROWS.default == "auto"
     assert "TILEFOUNDRY_FLASH_WARP_ROWS" not in cuda_source(gqa)
-    assert "TILEFOUNDRY_FLASH_WARP_ROWS" not in cuda_source(gqa, {"attention_warp_rows": 16})
+    assert "TILEFOUNDRY_FLASH_WARP_ROWS" not in cuda_source(gqa, {"attention_warp_rows": "auto"})
     loop = {"attention_warp_rows": 32, "attention": "loop"}
     assert "TILEFOUNDRY_FLASH_WARP_ROWS" not in cuda_source(gqa, loop)
 
@@ -188,16 +192,20 @@ def test_warp_rows_option_defines_the_rows_config_where_attention_is_called(cuda
 def test_an_undeclared_warp_rows_value_is_refused_naming_the_choices(cuda_source) -> None:
     """64 rows a warp (and "32", a string) are not declared: refused, also in a module without attention."""
     for value in (64, "32"):
-        with pytest.raises(PlanError, match=r"option attention_warp_rows must be 16 or 32, got"):
+        with pytest.raises(PlanError, match=r"option attention_warp_rows must be one of auto, 16, 32, got"):
             cuda_source(small, {"attention_warp_rows": value, "attention": "loop"})
 
 
-def test_the_rows_config_follows_the_warp_rows_macro() -> None:
-    """The header defaults the macro to 16 (8 warps of one m16 tile) and takes, at 32, 4 warps of two
-    tiles with two stages and two CTAs an SM (FlashConfig's MTiles = 2)."""
+def test_the_rows_configs_follow_the_warp_rows_macro() -> None:
+    """The header defaults the macro to 0 (the choice per call), takes 8 warps of one m16 tile as the
+    rows config and 4 warps of two tiles, 32-key steps, three stages and two CTAs an SM as the paired
+    one; the plan's choice reads the macro, and a fixed macro builds one config alone."""
     header = MMA_HEADER.read_text()
-    assert "#ifndef TILEFOUNDRY_FLASH_WARP_ROWS\n#define TILEFOUNDRY_FLASH_WARP_ROWS 16\n" in header
-    assert (
-        "std::conditional_t<TILEFOUNDRY_FLASH_WARP_ROWS == 32, FlashConfig<D, 4, 1, 64, 2, 2, 2>,\n"
-        "                                           FlashConfig<D, 8, 1, 64, 3, 1>>;"
-    ) in header
+    assert "#ifndef TILEFOUNDRY_FLASH_WARP_ROWS\n#define TILEFOUNDRY_FLASH_WARP_ROWS 0\n" in header
+    assert "using FlashRowsConfig = FlashConfig<D, 8, 1, 64, 3, 1>;" in header
+    assert "using FlashPairedRowsConfig = FlashConfig<D, 4, 1, 32, 3, 2, 2>;" in header
+    plan = (ATOMS_DIR / "attention.cuh").read_text()
+    choice = plan[plan.index("inline AttnTier flash_rows_tier(") :]
+    choice = choice[: choice.index("\n}\n")]
+    assert "TILEFOUNDRY_FLASH_WARP_ROWS == 16" in choice and "TILEFOUNDRY_FLASH_WARP_ROWS == 32" in choice
+    assert "ctas >= kFlashPairedMinCtasPerSm * dev.sms" in choice

@@ -68,15 +68,15 @@ register(AtomKind(PREFIX, _attention_recheck, _attention_launch))
 
 
 def warp_rows_defines(options: Mapping[str, Any], called: list[Realization]) -> list[str]:
-    """The macro of option attention_warp_rows (atoms/attention_mma.cuh's FlashRowsConfig) where it
-    differs from the default and an attention atom is called; the option is read (and checked)
-    either way.
+    """The macro of option attention_warp_rows (atoms/attention_mma.cuh's TILEFOUNDRY_FLASH_WARP_ROWS)
+    where it fixes the prefill config and an attention atom is called; under "auto" the header's
+    default chooses per call. The option is read (and checked) either way.
 
     Raises:
         PlanError: a value that is not one of the option's declared values, naming them.
     """
     rows = ATTENTION_WARP_ROWS.read(options)
     calls = any(isinstance(r.body, AtomCall) and r.body.atom.startswith(PREFIX) for r in called)
-    if not calls or rows == ATTENTION_WARP_ROWS.default:
+    if not calls or rows == "auto":
         return []
     return [f"#define TILEFOUNDRY_FLASH_WARP_ROWS {rows}"]

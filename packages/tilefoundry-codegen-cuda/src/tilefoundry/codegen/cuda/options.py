@@ -18,10 +18,11 @@ ATTENTION = Option(
     NAME,
 )
 ATTENTION_WARP_ROWS = Option(
-    "attention_warp_rows", (16, 32), 16,
+    "attention_warp_rows", ("auto", 16, 32), "auto",
     "rows each warp of the attention atom's tensor-core prefill tier owns, a knob for `autotune`: 16 "
     "(8 warps of one m16 tile, Q in registers, one CTA an SM) / 32 (4 warps of two tiles sharing each K "
-    "and V fragment, Q reloaded from shared memory, two CTAs an SM)",
+    "and V fragment, Q reloaded from shared memory, 32-key steps, two CTAs an SM); auto: 32 for a call "
+    "with at least 8 CTAs of 128 rows an SM, else 16",
     NAME,
 )
 GEMM_TILE = Option(

@@ -233,7 +233,15 @@ inline constexpr int kKeysMaxSplits = 16;           // keys tier: splits a row b
 inline constexpr int64_t kClusterMaxKeys = 4096;    // keys tier: the cluster form up to this capacity
 inline constexpr int64_t kFlashMaxExtent = 1 << 30; // Sq, Skv: key and row indices stay int
 
-enum class AttnTier { simt, mma_rows, mma_keys };
+enum class AttnTier { simt, mma_rows, mma_rows_paired, mma_keys };
+
+// Prefill calls with at least this many 128-row CTAs an SM take the paired rows config (32 rows a
+// warp) where TILEFOUNDRY_FLASH_WARP_ROWS leaves the choice per call. On the H200 (bench/gpu/
+// kernels/attention_sweep.cu, 2026-12-02) it ran B4 H32 S4096 D128 (31 CTAs an SM) 6% faster
+// causal and 8% full than the rows config, and B1 H32 S1024 (2 an SM) 1.6x slower: with half the
+// warps a CTA, a short grid waits on its longest CTA, and 2 CTAs an SM split the keys of a grid
+// the rows config runs whole. Grids between were not measured.
+inline constexpr int64_t kFlashPairedMinCtasPerSm = 8;
 
 inline constexpr int kClusterPortable = 8;     // the cluster size every sm_90 device launches
 inline constexpr int kClusterNonPortable = 16;  // the largest, where the device has room for it
@@ -286,9 +294,28 @@ struct FlashFacts {
 template <class Cfg>
 inline constexpr FlashFacts flash_facts_of = {Cfg::kSmemBytes, Cfg::kMinBlocks, Cfg::kRows, Cfg::kStepKeys};
 
-inline FlashFacts flash_facts(int head_dim, bool keys) {
-  if (head_dim == 64) return keys ? flash_facts_of<FlashKeysConfig<64>> : flash_facts_of<FlashRowsConfig<64>>;
-  return keys ? flash_facts_of<FlashKeysConfig<128>> : flash_facts_of<FlashRowsConfig<128>>;
+template <int D>
+inline FlashFacts flash_facts_at(AttnTier tier) {
+  if (tier == AttnTier::mma_keys) return flash_facts_of<FlashKeysConfig<D>>;
+  if (tier == AttnTier::mma_rows_paired) return flash_facts_of<FlashPairedRowsConfig<D>>;
+  return flash_facts_of<FlashRowsConfig<D>>;
+}
+
+/// The facts of a tensor-core tier's config at head dim 64 or 128.
+inline FlashFacts flash_facts(int head_dim, AttnTier tier) {
+  return head_dim == 64 ? flash_facts_at<64>(tier) : flash_facts_at<128>(tier);
+}
+
+/// The prefill tier of a call with `ctas` CTAs of 128 rows: TILEFOUNDRY_FLASH_WARP_ROWS's, or
+/// where it is 0 the paired rows config from kFlashPairedMinCtasPerSm CTAs an SM.
+inline AttnTier flash_rows_tier(int64_t ctas, DeviceFacts const& dev) {
+  if constexpr (TILEFOUNDRY_FLASH_WARP_ROWS == 16) {
+    return AttnTier::mma_rows;
+  } else if constexpr (TILEFOUNDRY_FLASH_WARP_ROWS == 32) {
+    return AttnTier::mma_rows_paired;
+  } else {
+    return ctas >= kFlashPairedMinCtasPerSm * dev.sms ? AttnTier::mma_rows_paired : AttnTier::mma_rows;
+  }
 }
 
 /// How many clusters of the keys config's cluster kernel fit on the device at once, per size.
@@ -364,10 +391,13 @@ inline AttnPlan attention_plan(AttentionArgs<T, LenT> const& a, int head_dim) {
   DeviceFacts const dev = device_facts();
   int64_t const g = a.heads / a.kv_heads;
   if (flash_mma_fits(a, head_dim, dev)) {
-    bool const keys = g * a.sq <= flash_facts(head_dim, true).rows;  // decode: one row tile holds them all
-    FlashFacts const f = flash_facts(head_dim, keys);
+    // decode: one row tile of the keys config holds every row of a kv head
+    bool const keys = g * a.sq <= flash_facts(head_dim, AttnTier::mma_keys).rows;
+    int64_t const rows = flash_facts(head_dim, AttnTier::mma_rows).rows;
+    AttnTier const tier =
+        keys ? AttnTier::mma_keys : flash_rows_tier((g * a.sq + rows - 1) / rows * a.batch * a.kv_heads, dev);
+    FlashFacts const f = flash_facts(head_dim, tier);
     if (f.smem <= static_cast<size_t>(dev.smem_optin)) {
-      AttnTier const tier = keys ? AttnTier::mma_keys : AttnTier::mma_rows;
       int64_t const most = keys ? kKeysMaxSplits : std::numeric_limits<int>::max();
       AttnPlan plan = flash_split(a, f, tier, dev, most);
       if (keys && plan.splits > 1 && dev.sm90_code && a.skv <= kClusterMaxKeys) {
@@ -415,6 +445,21 @@ inline cudaError_t flash_mma(AttentionArgs<T, LenT> const& a, AttnPartials part,
                   static_cast<unsigned>(plan.splits));
   return launch_kernel(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, a, part,
                        static_cast<int>(plan.chunk), plan.solo);
+}
+
+/// The prefill tier the plan chose; TILEFOUNDRY_FLASH_WARP_ROWS of 16 or 32 builds only its config.
+template <int D, class T, class LenT>
+inline cudaError_t flash_rows(AttentionArgs<T, LenT> const& a, AttnPartials part, AttnPlan const& plan,
+                              cudaStream_t stream) {
+  if constexpr (TILEFOUNDRY_FLASH_WARP_ROWS != 32) {
+    if (plan.tier == AttnTier::mma_rows) return flash_mma<T, LenT, FlashRowsConfig<D>>(a, part, plan, stream);
+  }
+  if constexpr (TILEFOUNDRY_FLASH_WARP_ROWS != 16) {
+    if (plan.tier == AttnTier::mma_rows_paired) {
+      return flash_mma<T, LenT, FlashPairedRowsConfig<D>>(a, part, plan, stream);
+    }
+  }
+  return cudaErrorInvalidValue;  // flash_rows_tier never picks a config this build leaves out
 }
 
 /// The keys config with one cluster of plan.splits CTAs per (row block, batch · kv head), merged
@@ -483,8 +528,8 @@ inline cudaError_t attention(AttentionArgs<T, LenT> const& a, void* workspace, c
   cudaError_t err = cudaSuccess;
   if (plan.tier != detail::AttnTier::simt) {
     if constexpr (is_half_v<T> && (D == 64 || D == 128)) {
-      if (plan.tier == detail::AttnTier::mma_rows) {
-        err = detail::flash_mma<T, LenT, detail::FlashRowsConfig<D>>(a, part, plan, stream);
+      if (plan.tier != detail::AttnTier::mma_keys) {
+        err = detail::flash_rows<D>(a, part, plan, stream);
       } else if (plan.cluster) {
         err = detail::flash_mma_cluster<T, LenT, detail::FlashKeysConfig<D>>(a, plan, stream);
       } else {

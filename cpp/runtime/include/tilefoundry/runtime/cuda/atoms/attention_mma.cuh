@@ -6,7 +6,7 @@
 // (batch, kv head): every K/V tile it loads serves all of them (grouped-query reuse).
 // Warps. Each warp owns 16 · MTiles rows (MTiles m16 tiles) and a 16·n-key slice of each K/V step:
 //   rows config  (prefill): 8 row warps x 1 key warp,  128 rows, 64-key steps
-//                or, TILEFOUNDRY_FLASH_WARP_ROWS = 32: 4 row warps of two m16 tiles, 128 rows
+//   paired rows  (prefill): 4 row warps of two m16 tiles, 128 rows, 32-key steps
 //   keys config  (decode):  1 row warp  x 4 key warps,  16 rows, 4 x 16 = 64-key steps
 // The keys config serves g · Sq <= 16 (one token per head); its key warps keep separate online
 // softmax states that the epilogue combines. With two row tiles a warp, each K and V fragment a
@@ -170,18 +170,26 @@ struct FlashConfig {
   static_assert((kRows * D / 4) % kThreads == 0, "attention tensor-core tier: the epilogue divides evenly over the threads");
 };
 
+// Rows a warp of the prefill tier (cuda option attention_warp_rows): 16 (the rows config), 32 (the
+// paired rows config), or 0, the default: per call (attention.cuh's flash_rows_tier).
 #ifndef TILEFOUNDRY_FLASH_WARP_ROWS
-#define TILEFOUNDRY_FLASH_WARP_ROWS 16
+#define TILEFOUNDRY_FLASH_WARP_ROWS 0
 #endif
-static_assert(TILEFOUNDRY_FLASH_WARP_ROWS == 16 || TILEFOUNDRY_FLASH_WARP_ROWS == 32,
-              "attention tensor-core tier: TILEFOUNDRY_FLASH_WARP_ROWS is 16 or 32");
+static_assert(TILEFOUNDRY_FLASH_WARP_ROWS == 0 || TILEFOUNDRY_FLASH_WARP_ROWS == 16 ||
+                  TILEFOUNDRY_FLASH_WARP_ROWS == 32,
+              "attention tensor-core tier: TILEFOUNDRY_FLASH_WARP_ROWS is 0 (per call), 16 or 32");
 
-/// Prefill: 128 rows, 64-key steps. 16 rows a warp (cuda option attention_warp_rows): 8 warps, Q
-/// in registers, three stages (two steps in flight), one CTA an SM; 32: 4 warps of two row tiles,
-/// two stages, two CTAs an SM.
+/// Prefill, 16 rows a warp: 8 warps, Q in registers, 64-key steps, three stages (two steps in
+/// flight), one CTA an SM.
 template <int D>
-using FlashRowsConfig = std::conditional_t<TILEFOUNDRY_FLASH_WARP_ROWS == 32, FlashConfig<D, 4, 1, 64, 2, 2, 2>,
-                                           FlashConfig<D, 8, 1, 64, 3, 1>>;
+using FlashRowsConfig = FlashConfig<D, 8, 1, 64, 3, 1>;
+/// Prefill, 32 rows a warp: 4 warps of two m16 tiles sharing each K and V fragment, Q reloaded,
+/// 32-key steps, three stages, two CTAs an SM: 253 registers and no stack, where 64-key steps of two
+/// stages took 255 and an 88-byte stack, and ran 4% slower (bench/gpu/kernels/attention_sweep.cu).
+template <int D>
+using FlashPairedRowsConfig = FlashConfig<D, 4, 1, 32, 3, 2, 2>;
+static_assert(FlashRowsConfig<128>::kRows == FlashPairedRowsConfig<128>::kRows,
+              "attention tensor-core tier: both prefill configs take the same row blocks");
 /// Decode (g · Sq <= 16): 16 rows, 4 key warps of 16 keys; two CTAs per SM stream K/V.
 template <int D>
 using FlashKeysConfig = FlashConfig<D, 1, 4, 16, D == 64 ? 4 : 3, 2>;
