@@ -371,6 +371,46 @@ def test_decode_split_kv_is_one_launch_on_sm90_up_to_4096_keys_on_gpu(linked, li
     assert counts == {("default", 2048): (2, 0), ("default", 8192): (2, 2), ("sm_80", 2048): (2, 2)}
 
 
+B = DimVar("b", 1, 9)
+S = DimVar("s", 1, 1025)
+
+
+@func
+def prefill_bf16_d128(
+    q: Tensor[(B, 32, S, 128), bf16], k: Tensor[(B, 32, S, 128), bf16], v: Tensor[(B, 32, S, 128), bf16]
+):
+    return tf.attention(q, k, v, causal=True), tf.attention(q, k, v)
+
+
+@pytest.mark.gpu
+def test_prefill_takes_the_paired_rows_for_large_grids_on_gpu(tmp_path_factory) -> None:
+    """Under attention_warp_rows "auto" a call with at least kFlashPairedMinCtasPerSm CTAs of 128
+    rows an SM (B8 H32 S1024: 2048 CTAs) runs the paired rows config, and B1 H32 S1024 (256) the
+    rows config; both match sdpa in f32 on the GPU, causal and full."""
+    from tilefoundry.runtime.loader import load_linked_module
+
+    if torch.cuda.get_device_properties(0).multi_processor_count * 8 > 2048:
+        pytest.skip("B8 H32 S1024 has fewer than 8 CTAs an SM on this device")
+    f = load_linked_module(_compile(prefill_bf16_d128, tmp_path_factory, None)[0], "prefill_bf16_d128")
+    gen = torch.Generator().manual_seed(23)
+    for batch, config in ((8, PAIRED_CONFIG), (1, ROWS_CONFIG)):
+        q, k, v = (torch.randn(batch, 32, 1024, 128, generator=gen).to(torch.bfloat16).cuda() for _ in "qkv")
+        f(q, k, v, torch.empty_like(q), torch.empty_like(q))  # the plan reads the device's facts once
+        torch.cuda.synchronize()
+        outs = tuple(torch.full_like(q, float("nan")) for _ in range(2))
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            f(q, k, v, *outs)
+            torch.cuda.synchronize()
+        names = [e.name for e in prof.events() if "flash_mma_kernel" in e.name]
+        assert len(names) == 2 and all(config in n for n in names), (batch, names)
+        for out, causal in zip(outs, (True, False), strict=True):
+            ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+            tol, what = TOLERANCE[torch.bfloat16], f"B{batch} H32 S1024 causal={causal}"
+            torch.testing.assert_close(
+                out.float(), ref, atol=tol, rtol=tol, msg=lambda m, what=what: f"{what}: {m}"
+            )
+
+
 @pytest.mark.gpu
 def test_misaligned_16_bit_q_takes_the_simt_tier_on_gpu(linked) -> None:
     """A q whose data sits 2 bytes off 16-byte alignment runs on CUDA cores, with the same result."""
