@@ -12,6 +12,7 @@ import pytest
 from tilefoundry.codegen.cuda.gemm_atom import (
     SMALL_TILE_MAX_M,
     STREAM_K_MIN_K,
+    WIDE_PAIR_MIN_K,
     WIDE_PAIR_MIN_M,
     WIDE_TILE_MIN_NK,
 )
@@ -89,12 +90,13 @@ def test_a_non_default_tile_defines_the_collectives_tile_shape(cuda_source) -> N
 
 def test_auto_adds_the_wide_tile_only_where_n_and_k_are_large(cuda_source) -> None:
     """Under "auto" a module gets the 128 x 256 collective beside 128 x 128 only when some GEMM's
-    constant N and K both reach the threshold; a fixed tile, 128x128 included, means that tile alone."""
+    constant N and K reach their thresholds (N 4096; K 4096 on a 1 x 1 cluster, 2048 paired under
+    gemm_cluster "auto"); a fixed tile, 128x128 included, means that tile alone."""
     for cluster in ("auto", "1x1"):
         variant = PAIR if cluster == "auto" else WIDE
         assert variant in cuda_source(wide, {"gemm_cluster": cluster})
         assert variant not in cuda_source(proj, {"gemm_cluster": cluster})
-        assert variant not in cuda_source(wide_n_short_k, {"gemm_cluster": cluster})
+    assert WIDE not in cuda_source(wide_n_short_k, {"gemm_cluster": "1x1"})
     square = cuda_source(wide, {"gemm_tile": "128x128"})
     assert WIDE not in square and PAIR not in square and "TILEFOUNDRY_SM90_TILE" not in square
     fixed = cuda_source(wide, {"gemm_tile": "128x256"})
@@ -103,26 +105,32 @@ def test_auto_adds_the_wide_tile_only_where_n_and_k_are_large(cuda_source) -> No
 
 def test_auto_cluster_pairs_the_wide_tile_where_m_may_reach_two_tiles(cuda_source) -> None:
     """gemm_cluster "auto" (the default) builds the 128 x 256 tile as a 2 x 1 cluster alone, for a
-    GEMM whose M may be at least 256 (a DimVar, or the constant 256); a constant M of 255 gets no
-    wide tile at all, and no module-wide cluster macro is set."""
+    GEMM whose M may be at least 256 (a DimVar, or the constant 256) and whose K is at least 2048
+    (N at least 4096 as for the 1 x 1 wide tile); a constant M of 255, or K of 256, gets no wide
+    tile at all, and no module-wide cluster macro is set."""
     assert GEMM_CLUSTER.default == "auto"
-    for fn in (wide, wide_tall):
+    for fn in (wide, wide_tall, wide_n_short_k):
         text = cuda_source(fn)
         assert PAIR in text and WIDE not in text and "TILEFOUNDRY_SM90_CLUSTER" not in text, fn.name
-    short = cuda_source(wide_short_m)
-    assert PAIR not in short and WIDE not in short
+    for fn in (wide_short_m, proj, very_wide):
+        text = cuda_source(fn)
+        assert PAIR not in text and WIDE not in text, fn.name
     assert WIDE in cuda_source(wide_short_m, {"gemm_cluster": "1x1"})
 
 
 def test_the_wide_pair_is_the_wide_tile_at_a_two_by_one_cluster() -> None:
-    """The header runs the pair as Sm90Gemm<..., 128, 256, ..., 2, 1> only where M reaches
-    kSm90WidePairMinM and the wide tile pays, and the plain wide tile only without the pair."""
+    """The header runs the pair as Sm90Gemm<..., 128, 256, ..., 2, 1> only where M, N and K reach
+    their bounds (and the tiles fill the SMs), and the plain wide tile only without the pair."""
     header = SM90_HEADER.read_text()
     pair = header.index("#if defined(TILEFOUNDRY_SM90_WIDE_PAIR)")
     plain = header.index("#elif defined(TILEFOUNDRY_SM90_WIDE_TILE)", pair)
     branch = header[pair:plain]
-    assert "M >= kSm90WidePairMinM && sm90_wide_tile_pays(batch, M, N, K)" in branch
+    assert "if (sm90_wide_pair_pays(batch, M, N, K))" in branch
     assert "Sm90Gemm<T, BKMajor, 128, 256, void, false, 2, 1>" in branch
+    pays = header[header.index("inline bool sm90_wide_pair_pays(") :]
+    pays = pays[: pays.index("\n}\n")]
+    for bound in ("M >= kSm90WidePairMinM", "N >= kSm90WideMinNK", "K >= kSm90WidePairMinK"):
+        assert bound in pays, bound
 
 
 def test_auto_adds_stream_k_only_where_k_is_long(cuda_source) -> None:
@@ -151,6 +159,7 @@ def test_the_variants_thresholds_are_the_runtimes() -> None:
     limits = (
         ("kSm90WideMinNK", WIDE_TILE_MIN_NK),
         ("kSm90WidePairMinM", WIDE_PAIR_MIN_M),
+        ("kSm90WidePairMinK", WIDE_PAIR_MIN_K),
         ("kSm90SmallTileMaxM", SMALL_TILE_MAX_M),
         ("kSm90StreamKMinK", STREAM_K_MIN_K),
     )

@@ -31,6 +31,25 @@ def _fake_cutlass(root: Path) -> Path:
     return root / "include"
 
 
+# ---------------------------------------------------------------- the digest
+
+
+def test_the_runtime_digest_follows_every_header_byte(tmp_path, monkeypatch) -> None:
+    """runtime_digest covers each header's path and bytes: a copy of the tree digests alike, and one
+    changed byte, or one more header, changes it."""
+    copy = tmp_path / "include"
+    shutil.copytree(HEADER_ROOT / "tilefoundry", copy / "tilefoundry")
+    monkeypatch.setattr(headers, "runtime_include_dir", lambda: copy)
+    digest = headers.runtime_digest.__wrapped__
+    same = digest()
+    assert same == headers.runtime_digest()
+    target = copy / "tilefoundry" / "runtime.h"
+    target.write_bytes(target.read_bytes() + b" ")
+    changed = digest()
+    (copy / "tilefoundry" / "extra.h").write_text("#pragma once\n")
+    assert len({same, changed, digest()}) == 3
+
+
 # ---------------------------------------------------------------- lookups
 
 

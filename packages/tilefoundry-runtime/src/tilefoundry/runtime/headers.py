@@ -7,6 +7,8 @@ editable checkout of the repository, and fails with an error saying how to provi
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.util
 import os
 import shutil
@@ -42,6 +44,20 @@ def runtime_include_dir() -> Path:
         expected="tilefoundry/runtime.h under one of the candidates",
         got=[str(c) for c in candidates],
     )
+
+
+@functools.cache
+def runtime_digest() -> str:
+    """sha256 (16 hex digits) over the path and bytes of every runtime header, read once per process.
+
+    Generated sources name it in their first line, so a build cache keyed by the source never
+    reuses a library built against other headers.
+    """
+    root = runtime_include_dir()
+    h = hashlib.sha256()
+    for path in sorted(p for p in (root / "tilefoundry").rglob("*") if p.is_file()):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _installed_cutlass_include() -> Path | None:

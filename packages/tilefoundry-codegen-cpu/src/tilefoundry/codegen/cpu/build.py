@@ -29,7 +29,12 @@ from typing import Any
 
 from tilefoundry.ir.errors import TargetUnavailable
 from tilefoundry.ir.target import LinkedLibrary, Sources
-from tilefoundry.runtime.headers import cuda_include_dirs, cutlass_include_dir, runtime_include_dir
+from tilefoundry.runtime.headers import (
+    cuda_include_dirs,
+    cutlass_include_dir,
+    runtime_digest,
+    runtime_include_dir,
+)
 
 from .catalog import supported_levels
 from .options import ISA, VECTOR_MATH
@@ -109,16 +114,6 @@ def compile_flags(options: Mapping[str, Any] | None = None) -> tuple[str, ...]:
     """Every flag of a compile, in order (also part of the on-disk cache key)."""
     cflags, _ = tvm_ffi_flags()
     return (*OPT_FLAGS, *option_flags(options or {}), *include_flags(), *cflags)
-
-
-@functools.cache
-def runtime_digest() -> str:
-    """sha256 (16 hex digits) over the path and bytes of every runtime header, read once per process."""
-    root = runtime_include_dir()
-    h = hashlib.sha256()
-    for path in sorted(p for p in (root / "tilefoundry").rglob("*") if p.is_file()):
-        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()[:16]
 
 
 def toolchain_text(options: Mapping[str, Any] | None = None) -> str:

@@ -42,9 +42,9 @@ from tilefoundry.ir.tile.stmt import (
     stmt_exprs,
     walk_stmts,
 )
+from tilefoundry.runtime.headers import runtime_digest
 
 from .atoms import atom_lines
-from .build import runtime_digest
 from .options import HUGE_PAGES
 from .reuse import reuse_sum_terms
 

@@ -53,12 +53,14 @@ GEMM_DTYPES = ("f32", "bf16", "f16")
 # The runtime's GemmLayout for each (A major, B major) of a proved region: r row-major, c
 # column-major, for A, B and C in turn; also the suffix of the catalog atom's name.
 GEMM_LAYOUTS = {("K", "N"): "rrr", ("K", "K"): "rcr"}
-# N and K from which the sm90 collective may take its 128 x 256 tile, M from which that tile runs
-# as a 2 x 1 cluster under gemm_cluster "auto", M up to which it may take the 64 x 64 ping-pong
-# tile, and K from which it may run stream-K (atoms/gemm_sm90.cuh's kSm90WideMinNK,
-# kSm90WidePairMinM, kSm90SmallTileMaxM and kSm90StreamKMinK; a test holds them equal).
+# N and K from which the sm90 collective may take its 128 x 256 tile, M and K from which that tile
+# runs as a 2 x 1 cluster under gemm_cluster "auto", M up to which it may take the 64 x 64
+# ping-pong tile, and K from which it may run stream-K (atoms/gemm_sm90.cuh's kSm90WideMinNK,
+# kSm90WidePairMinM, kSm90WidePairMinK, kSm90SmallTileMaxM and kSm90StreamKMinK; a test holds them
+# equal).
 WIDE_TILE_MIN_NK = 4096
 WIDE_PAIR_MIN_M = 256
+WIDE_PAIR_MIN_K = 2048
 SMALL_TILE_MAX_M = 128
 STREAM_K_MIN_K = 8192
 # The most SMs of an sm_90 part (H100 / H200 SXM): a call whose 64 x 64 tiles exceed two waves of
@@ -112,12 +114,16 @@ def may_take_wide_tile(r: Realization) -> bool:
 
 def may_take_wide_pair(r: Realization) -> bool:
     """Whether an sm90 GEMM call of `r` may run the 128 x 256 tile as a 2 x 1 cluster under
-    gemm_tile and gemm_cluster "auto": it may take the wide tile, and its M is not a constant below
-    WIDE_PAIR_MIN_M."""
-    if not may_take_wide_tile(r):
+    gemm_tile and gemm_cluster "auto": its K is a constant of at least WIDE_PAIR_MIN_K, some
+    member's N a constant of at least WIDE_TILE_MIN_NK, and its M not a constant below
+    WIDE_PAIR_MIN_M (the runtime decides per call)."""
+    atom = _sm90_call(r)
+    if atom is None or not _at_least(atom.params.get("k"), WIDE_PAIR_MIN_K):
         return False
-    m = r.body.params.get("m")
-    return not (isinstance(m, Const) and int(m.value) < WIDE_PAIR_MIN_M)
+    m = atom.params.get("m")
+    if isinstance(m, Const) and int(m.value) < WIDE_PAIR_MIN_M:
+        return False
+    return any(_at_least(member.n, WIDE_TILE_MIN_NK) for member in gemm_members(atom))
 
 
 def may_take_small_tile(r: Realization) -> bool:

@@ -44,7 +44,7 @@
 // 2 x 1 the two CTAs of neighbouring M tiles share each B tile, which TMA multicasts to both (at
 // 1 x 2, each A tile to two N tiles), so L2 serves that operand once for two tiles. Under its
 // "auto" (TILEFOUNDRY_SM90_WIDE_PAIR in place of TILEFOUNDRY_SM90_WIDE_TILE) the 128 x 256 tile
-// alone runs as 2 x 1, at M >= kSm90WidePairMinM, and every other collective as 1 x 1.
+// alone runs as 2 x 1, where sm90_wide_pair_pays, and every other collective as 1 x 1.
 #ifndef TILEFOUNDRY_SM90_CLUSTER_M
 #define TILEFOUNDRY_SM90_CLUSTER_M 1
 #endif
@@ -128,11 +128,15 @@ struct Sm90Gemm {
 
 inline constexpr int64_t kSm90WideMinNK = 4096;  // N and K from which 128 x 256 may serve a call
 
-/// Whether 128 x 256 serves the problem better than 128 x 128: N and K at least kSm90WideMinNK,
-/// and at least one 128 x 256 tile for every SM (a 4096^3 GEMM has 512; M = 128 with N = 4096, 16).
-inline bool sm90_wide_tile_pays(int64_t batch, int64_t M, int64_t N, int64_t K) {
-  if (N < kSm90WideMinNK || K < kSm90WideMinNK) return false;
+/// At least one 128 x 256 tile for every SM (a 4096^3 GEMM has 512; M = 128 with N = 4096, 16).
+inline bool sm90_wide_tiles_fill(int64_t batch, int64_t M, int64_t N) {
   return batch * ((M + 127) / 128) * ((N + 255) / 256) >= device_facts().sms;
+}
+
+/// Whether 128 x 256 serves the problem better than 128 x 128 on a 1 x 1 cluster: N and K at
+/// least kSm90WideMinNK, and tiles to fill the SMs.
+inline bool sm90_wide_tile_pays(int64_t batch, int64_t M, int64_t N, int64_t K) {
+  return N >= kSm90WideMinNK && K >= kSm90WideMinNK && sm90_wide_tiles_fill(batch, M, N);
 }
 
 // M up to which the 64 x 64 ping-pong tile may serve a call. On the H200 (bench/gpu/kernels/
@@ -166,21 +170,27 @@ inline bool sm90_stream_k_pays(int64_t batch, int64_t M, int64_t N, int64_t K) {
   return batch * ((M + 127) / 128) * ((N + 127) / 128) < device_facts().sms;
 }
 
-// M from which the 128 x 256 tile runs as a 2 x 1 cluster under gemm_cluster "auto": two full M
-// tiles, so a cluster's second CTA has a tile of its own. On the H200 (bench/gpu/kernels/
-// sm90_sweep.cu, 2026-12-02) 2 x 1 took the wide tile from 0.86x to 0.98x cuBLAS at 4096^3, 0.95x
-// to 0.97x at 8192^3, and on Qwen3-8B at M = 2048 gate_up 0.97x to 1.12x and down 0.99x to 1.01x.
-// Below it the wide tile is not taken: B is streamed once at any tile there, and 128 x 128 serves.
+// M and K from which the 128 x 256 tile runs as a 2 x 1 cluster under gemm_cluster "auto" (N
+// at least kSm90WideMinNK, tiles to fill the SMs). M: two full M tiles, so a cluster's second CTA
+// has a tile of its own; below, the wide tile is not taken (B is streamed once at any tile, and
+// 128 x 128 serves). On the H200 (bench/gpu/kernels/sm90_sweep.cu, 2026-12-02) 2 x 1 took the
+// wide tile from 0.86x to 0.98x cuBLAS at 4096^3, 0.95x to 0.97x at 8192^3, on Qwen3-8B at
+// M = 2048 gate_up 0.97x to 1.12x and down 0.99x to 1.01x, and on Qwen3-1.7B's gate_up (K = 2048,
+// where 1 x 1 wide tiles do not pay) 0.95x to 1.04x, against 0.99x for 128 x 128.
 inline constexpr int64_t kSm90WidePairMinM = 256;
+inline constexpr int64_t kSm90WidePairMinK = 2048;
+
+/// Whether the 2 x 1 cluster of 128 x 256 tiles serves the problem (gemm_cluster "auto").
+inline bool sm90_wide_pair_pays(int64_t batch, int64_t M, int64_t N, int64_t K) {
+  return M >= kSm90WidePairMinM && N >= kSm90WideMinNK && K >= kSm90WidePairMinK && sm90_wide_tiles_fill(batch, M, N);
+}
 
 /// `f(Sm90Gemm<...>{})` with the collective that serves the problem; fits, workspace and run ask
 /// it in turn, so all three agree.
 template <class T, bool BKMajor, class F>
 inline decltype(auto) with_sm90_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, F&& f) {
 #if defined(TILEFOUNDRY_SM90_WIDE_PAIR)
-  if (M >= kSm90WidePairMinM && sm90_wide_tile_pays(batch, M, N, K)) {
-    return f(Sm90Gemm<T, BKMajor, 128, 256, void, false, 2, 1>{});
-  }
+  if (sm90_wide_pair_pays(batch, M, N, K)) return f(Sm90Gemm<T, BKMajor, 128, 256, void, false, 2, 1>{});
 #elif defined(TILEFOUNDRY_SM90_WIDE_TILE)
   if (sm90_wide_tile_pays(batch, M, N, K)) return f(Sm90Gemm<T, BKMajor, 128, 256>{});
 #endif
