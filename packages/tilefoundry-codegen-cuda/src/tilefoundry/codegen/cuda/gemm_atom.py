@@ -103,13 +103,19 @@ def _sm90_call(r: Realization) -> AtomCall | None:
     return atom if isinstance(atom, AtomCall) and atom.atom.startswith("sm90_gemm_") else None
 
 
+def _wide_call(r: Realization, min_k: int) -> AtomCall | None:
+    """The sm90 GEMM call of `r` when its K is a constant of at least `min_k` and some member's N a
+    constant of at least WIDE_TILE_MIN_NK: the extents a 128 x 256 tile needs; else None."""
+    atom = _sm90_call(r)
+    if atom is None or not _at_least(atom.params.get("k"), min_k):
+        return None
+    return atom if any(_at_least(member.n, WIDE_TILE_MIN_NK) for member in gemm_members(atom)) else None
+
+
 def may_take_wide_tile(r: Realization) -> bool:
     """Whether an sm90 GEMM call of `r` may run the 128 x 256 tile under gemm_tile="auto": some
     member's N and K are constants of at least WIDE_TILE_MIN_NK (the runtime decides per call)."""
-    atom = _sm90_call(r)
-    if atom is None or not _at_least(atom.params.get("k"), WIDE_TILE_MIN_NK):
-        return False
-    return any(_at_least(member.n, WIDE_TILE_MIN_NK) for member in gemm_members(atom))
+    return _wide_call(r, WIDE_TILE_MIN_NK) is not None
 
 
 def may_take_wide_pair(r: Realization) -> bool:
@@ -117,13 +123,11 @@ def may_take_wide_pair(r: Realization) -> bool:
     gemm_tile and gemm_cluster "auto": its K is a constant of at least WIDE_PAIR_MIN_K, some
     member's N a constant of at least WIDE_TILE_MIN_NK, and its M not a constant below
     WIDE_PAIR_MIN_M (the runtime decides per call)."""
-    atom = _sm90_call(r)
-    if atom is None or not _at_least(atom.params.get("k"), WIDE_PAIR_MIN_K):
+    atom = _wide_call(r, WIDE_PAIR_MIN_K)
+    if atom is None:
         return False
     m = atom.params.get("m")
-    if isinstance(m, Const) and int(m.value) < WIDE_PAIR_MIN_M:
-        return False
-    return any(_at_least(member.n, WIDE_TILE_MIN_NK) for member in gemm_members(atom))
+    return not (isinstance(m, Const) and int(m.value) < WIDE_PAIR_MIN_M)
 
 
 def may_take_small_tile(r: Realization) -> bool:

@@ -371,12 +371,18 @@ inline ClusterRoom keys_cluster_room(int head_dim) {
   }
 }
 
+/// CTAs along the g · Sq rows of a kv head, for a config of `rows` rows a CTA.
+template <class T, class LenT>
+inline int64_t flash_row_blocks(AttentionArgs<T, LenT> const& a, int64_t rows) {
+  return (a.heads / a.kv_heads * a.sq + rows - 1) / rows;
+}
+
 /// A tensor-core call's row blocks and splits for a config with facts `f` (at most `most` splits):
 /// enough CTAs for `f.per_sm` an SM.
 template <class T, class LenT>
 inline AttnPlan flash_split(AttentionArgs<T, LenT> const& a, FlashFacts const& f, AttnTier tier, DeviceFacts const& dev,
                             int64_t most = std::numeric_limits<int>::max()) {
-  int64_t const row_blocks = (a.heads / a.kv_heads * a.sq + f.rows - 1) / f.rows;
+  int64_t const row_blocks = flash_row_blocks(a, f.rows);
   int64_t const ctas = row_blocks * a.batch * a.kv_heads;
   int64_t const target = static_cast<int64_t>(dev.sms) * f.per_sm;
   return split_keys(tier, ctas, target, a.skv, f.step, kFlashMinChunk, row_blocks, most);
@@ -395,7 +401,7 @@ inline AttnPlan attention_plan(AttentionArgs<T, LenT> const& a, int head_dim) {
     bool const keys = g * a.sq <= flash_facts(head_dim, AttnTier::mma_keys).rows;
     int64_t const rows = flash_facts(head_dim, AttnTier::mma_rows).rows;
     AttnTier const tier =
-        keys ? AttnTier::mma_keys : flash_rows_tier((g * a.sq + rows - 1) / rows * a.batch * a.kv_heads, dev);
+        keys ? AttnTier::mma_keys : flash_rows_tier(flash_row_blocks(a, rows) * a.batch * a.kv_heads, dev);
     FlashFacts const f = flash_facts(head_dim, tier);
     if (f.smem <= static_cast<size_t>(dev.smem_optin)) {
       int64_t const most = keys ? kKeysMaxSplits : std::numeric_limits<int>::max();
