@@ -260,8 +260,21 @@ cudaError_t prefill(ta::AttentionArgs<ta::bf16, int> const& a, td::AttnPlan cons
   return td::flash_rows<128>(a, td::AttnPartials{nullptr, nullptr, 0}, p, s);
 }
 """
-ROWS_CONFIG = "Li128ELi8ELi1ELi64ELi3ELi1ELi1E"  # FlashConfig<128, 8, 1, 64, 3, 1, 1>
-PAIRED_CONFIG = "Li128ELi4ELi1ELi32ELi3ELi2ELi2E"  # FlashConfig<128, 4, 1, 32, 3, 2, 2>
+ROWS_ARGS = (128, 8, 1, 64, 3, 1, 1)  # FlashConfig's template arguments
+PAIRED_ARGS = (128, 4, 1, 32, 3, 2, 2)
+
+
+def _mangled(args: tuple[int, ...]) -> str:
+    """FlashConfig's arguments as the Itanium mangling writes them in PTX (Li128E...)."""
+    return "".join(f"Li{v}E" for v in args)
+
+
+def _demangled(args: tuple[int, ...]) -> str:
+    """FlashConfig's arguments as a demangled kernel name shows them (the profiler's event names)."""
+    return f"FlashConfig<{', '.join(map(str, args))}>"
+
+
+ROWS_CONFIG, PAIRED_CONFIG = _mangled(ROWS_ARGS), _mangled(PAIRED_ARGS)
 
 
 def test_two_row_tiles_a_warp_build_the_paired_rows_config_alone(tmp_path: Path) -> None:
@@ -389,7 +402,7 @@ def test_prefill_takes_the_paired_rows_for_large_grids_on_gpu(tmp_path_factory) 
         pytest.skip("B8 H32 S1024 has fewer than 8 CTAs an SM on this device")
     f = load_linked_module(_compile(prefill_bf16_d128, tmp_path_factory, None)[0], "prefill_bf16_d128")
     gen = torch.Generator().manual_seed(23)
-    for batch, config in ((8, PAIRED_CONFIG), (1, ROWS_CONFIG)):
+    for batch, config in ((8, _demangled(PAIRED_ARGS)), (1, _demangled(ROWS_ARGS))):
         q, k, v = (torch.randn(batch, 32, 1024, 128, generator=gen).to(torch.bfloat16).cuda() for _ in "qkv")
         f(q, k, v, torch.empty_like(q), torch.empty_like(q))  # the plan reads the device's facts once
         torch.cuda.synchronize()

@@ -6,19 +6,24 @@ Weights are drawn on the device (checkpoint key names, `tilefoundry.models.check
 scaling) and shared: our twin and the evaluator read them through a DictResource with the
 model's alias table; transformers copies them into its own model. The check runs a 4-token
 prefill over random caches through the twin and the evaluator (and transformers' logits
-against the same reference). A decode step is timed per call at `position`, host work
-included; a generation is one synchronized `generate` (after a short warm-up) against
-transformers' `generate` of as many new tokens.
+against the same reference). A decode step is timed per call at `position` as `generate` runs
+it: replayed from its captured CUDA graph (`DecodeGraph`, static caches donated), host work
+included; on a device without graphs it runs eagerly and the row's timing mode says so. A
+generation is one synchronized `generate` (after a short warm-up) against transformers'
+`generate` of as many new tokens.
 """
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
 from tilefoundry.models import CausalLMConfig, causal_lm_alias, linear_layout_of
 from tilefoundry.models.checkpoint import hf_shapes
-from tilefoundry.runtime import DictResource, generate
+from tilefoundry.runtime import DictResource, donate, generate
+from tilefoundry.runtime.graphs import DecodeGraph, distinct_tensors
+from tilefoundry.runtime.step import flatten
 
 from .builds import BuildFailed
 from .cases import PEERS, ModelCase, generator, randn
@@ -134,11 +139,15 @@ def _ours(case: ModelCase, twin: Any, resource: DictResource, ref: _Reference, s
         m.check = ref.verify(ours)
         token_gen = generator(dev, s.seed + 1)
         if case.kind == "decode_step":
-            token = torch.randint(0, cfg.vocab_size, (1,), generator=token_gen, device=dev)
-            caches = random_caches(cfg, case.context, dev, s.seed + 1)
-            step = ours.prepare_inputs(token, case.position, caches, device=dev)
-            m.first_call_s = time_once(lambda: ours(*step), dev)[1]
-            m.timing = time_each(lambda: ours(*step), dev, s.timing)
+            ids = torch.randint(0, cfg.vocab_size, (case.position + 1,), generator=token_gen, device=dev)
+            step, decoder = _graphed_step(
+                ours, ids, case.position, random_caches(cfg, case.context, dev, s.seed + 1), dev
+            )
+            m.first_call_s = time_once(step, dev)[1]
+            timing = time_each(step, dev, s.timing)
+            m.timing = dataclasses.replace(
+                timing, mode="graph" if decoder.replays else f"{timing.mode}, eager"
+            )
         else:
             prompt = torch.randint(0, cfg.vocab_size, (case.prompt_len,), generator=token_gen, device=dev)
             m.first_call_s = time_once(
@@ -149,6 +158,23 @@ def _ours(case: ModelCase, twin: Any, resource: DictResource, ref: _Reference, s
     except Exception as err:  # recorded in the row
         m.error = describe(err)
     return m
+
+
+def _graphed_step(
+    model: Any, ids: torch.Tensor, position: int, caches: Any, dev: torch.device
+) -> tuple[Callable[[], None], DecodeGraph]:
+    """The decode step at `position` as `generate` runs it, and its DecodeGraph (which counts the
+    replays). Each call hands the caches the last one returned back in, donated, so after the
+    capture every call is one replay over the graph's static caches; graphs are asked for
+    explicitly on CUDA (a refusal fails the row), elsewhere the step runs eagerly."""
+    decoder = DecodeGraph(model, dev, explicit=dev.type == "cuda")
+    state = [caches]
+
+    def step() -> None:
+        with donate(*distinct_tensors(flatten(state[0])[0])):
+            _, state[0] = decoder.step(ids, position, state[0])
+
+    return step, decoder
 
 
 def _hf_step(model: Any, case: ModelCase, vocab: int, s: Session) -> tuple[float, Timing]:
