@@ -21,9 +21,8 @@ import torch
 
 from tilefoundry.models import CausalLMConfig, causal_lm_alias, linear_layout_of
 from tilefoundry.models.checkpoint import hf_shapes
-from tilefoundry.runtime import DictResource, donate, generate
-from tilefoundry.runtime.graphs import DecodeGraph, distinct_tensors
-from tilefoundry.runtime.step import flatten
+from tilefoundry.runtime import DictResource, generate
+from tilefoundry.runtime.graphs import DecodeGraph, donate_caches
 
 from .builds import BuildFailed
 from .cases import PEERS, ModelCase, generator, randn
@@ -171,7 +170,7 @@ def _graphed_step(
     state = [caches]
 
     def step() -> None:
-        with donate(*distinct_tensors(flatten(state[0])[0])):
+        with donate_caches(state[0]):
             _, state[0] = decoder.step(ids, position, state[0])
 
     return step, decoder

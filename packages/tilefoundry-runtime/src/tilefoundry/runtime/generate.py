@@ -37,9 +37,8 @@ from typing import Any
 
 import torch
 
-from .donation import donate
-from .graphs import DecodeGraph, distinct_tensors
-from .step import flatten, prepare, run_step
+from .graphs import DecodeGraph, donate_caches
+from .step import prepare, run_step
 
 
 @dataclass(frozen=True)
@@ -152,7 +151,7 @@ def generate(
     if chunk is not None:
         at = f"the prefill of steps 0-{n_prompt - 1}"
         inputs = prepare(chunk, ids[:n_prompt], 0, caches, dev, at=at)
-        with donate(*distinct_tensors(flatten(caches)[0])):
+        with donate_caches(caches):
             logits, caches = run_step(model, inputs, caches, at=at)
     else:
         for step in range(n_prompt):
@@ -164,7 +163,7 @@ def generate(
     def next_step(step: int) -> tuple[torch.Tensor, Any]:
         if decoder is None:
             return _eager_step(model, ids, step, caches, dev)
-        with donate(*distinct_tensors(flatten(caches)[0])):
+        with donate_caches(caches):
             return decoder.step(ids, step, caches)
 
     while produced < max_new_tokens:
@@ -257,7 +256,7 @@ def _eager_step(
     """
     at = f"step {step}"
     inputs = prepare(model.prepare_inputs_for_generation, ids[: step + 1], step, caches, dev, at=at)
-    with donate(*distinct_tensors(flatten(caches)[0])):
+    with donate_caches(caches):
         return run_step(model, inputs, caches, at=at)
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -224,6 +225,12 @@ def distinct_tensors(leaves: list[Any]) -> list[torch.Tensor]:
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
     storages = [t.untyped_storage().data_ptr() for t in tensors]
     return [t for t, s in zip(tensors, storages, strict=True) if storages.count(s) == 1]
+
+
+def donate_caches(caches: Any) -> AbstractContextManager[None]:
+    """Donate the caches' `distinct_tensors` for the step run inside: the caller drops `caches`
+    for the ones the step returns."""
+    return donate(*distinct_tensors(flatten(caches)[0]))
 
 
 def _check_state(state: list[Any], spec: TreeSpec, produced: list[Any], produced_spec: TreeSpec) -> None:
