@@ -4,7 +4,6 @@ and a scope in which nothing is donated."""
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -61,8 +60,8 @@ def spy_on_caches(model, monkeypatch: pytest.MonkeyPatch) -> tuple[list, list]:
 
 @contextlib.contextmanager
 def no_donation(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """generate and the decode-graph runner donate nothing inside (as before donation existed)."""
+    """generate and the decode-graph runner donate nothing inside (as before donation existed):
+    both donate through runtime.graphs (`donate_caches` and the runner's static caches)."""
     with monkeypatch.context() as m:
-        m.setattr(sys.modules["tilefoundry.runtime.generate"], "donate", lambda *t: contextlib.nullcontext())
         m.setattr(graphs, "donate", lambda *t: contextlib.nullcontext())
         yield
