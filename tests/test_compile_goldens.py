@@ -46,8 +46,16 @@ def _expect(ref: torch.Tensor | tuple[torch.Tensor, ...]) -> dict:
     paths = ["output"] if not isinstance(ref, tuple) else [f"output[{i}]" for i in range(len(outs))]
     rules = {}
     for path, o in zip(paths, outs, strict=True):
-        tol = TOLERANCE.get(o.dtype)
-        rules[path] = [allclose(atol=tol, rtol=tol)] if o.dtype.is_floating_point else [equal()]
+        if not o.dtype.is_floating_point:
+            rules[path] = [equal()]
+            continue
+        # A reduction's rounding error grows with the magnitude of what it sums, not with its
+        # result: an output near 0 that sums terms of hundreds carries their absolute error, in
+        # any summation order. The output's largest magnitude stands in for the terms' (atol),
+        # and each element keeps its relative bound (rtol).
+        tol = TOLERANCE[o.dtype]
+        scale = max(1.0, float(o.abs().max())) if o.numel() else 1.0
+        rules[path] = [allclose(atol=tol * scale, rtol=tol)]
     return rules
 
 

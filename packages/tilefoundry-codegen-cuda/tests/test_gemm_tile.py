@@ -14,6 +14,7 @@ from tilefoundry.codegen.cuda.gemm_atom import (
     STREAM_K_MIN_K,
     WIDE_PAIR_MIN_K,
     WIDE_PAIR_MIN_M,
+    WIDE_PAIR_MIN_N,
     WIDE_TILE_MIN_NK,
 )
 from tilefoundry.codegen.cuda.options import GEMM_CLUSTER, GEMM_TILE
@@ -52,6 +53,16 @@ def wide_tall(x: Tensor[(256, 4096), bf16], w: ConstTensor[(4096, 4096), bf16]):
 
 @func
 def wide_n_short_k(x: Tensor[(T, 2048), bf16], w: ConstTensor[(8192, 2048), bf16]):
+    return x @ tf.transpose(w, (1, 0))
+
+
+@func
+def square_2048(x: Tensor[(T, 2048), bf16], w: ConstTensor[(2048, 2048), bf16]):
+    return x @ tf.transpose(w, (1, 0))
+
+
+@func
+def narrow_n(x: Tensor[(T, 2048), bf16], w: ConstTensor[(1024, 2048), bf16]):
     return x @ tf.transpose(w, (1, 0))
 
 
@@ -105,14 +116,15 @@ def test_auto_adds_the_wide_tile_only_where_n_and_k_are_large(cuda_source) -> No
 
 def test_auto_cluster_pairs_the_wide_tile_where_m_may_reach_two_tiles(cuda_source) -> None:
     """gemm_cluster "auto" (the default) builds the 128 x 256 tile as a 2 x 1 cluster alone, for a
-    GEMM whose M may be at least 256 (a DimVar, or the constant 256) and whose K is at least 2048
-    (N at least 4096 as for the 1 x 1 wide tile); a constant M of 255, or K of 256, gets no wide
-    tile at all, and no module-wide cluster macro is set."""
+    GEMM whose M may be at least 256 (a DimVar, or the constant 256) and whose N and K are at least
+    2048 (N = 2048 takes the pair but not the 1 x 1 wide tile); a constant M of 255, an N of 1024 or
+    a K of 256 gets no wide tile at all, and no module-wide cluster macro is set."""
     assert GEMM_CLUSTER.default == "auto"
-    for fn in (wide, wide_tall, wide_n_short_k):
+    for fn in (wide, wide_tall, wide_n_short_k, square_2048, tall):
         text = cuda_source(fn)
         assert PAIR in text and WIDE not in text and "TILEFOUNDRY_SM90_CLUSTER" not in text, fn.name
-    for fn in (wide_short_m, proj, very_wide):
+    assert WIDE not in cuda_source(square_2048, {"gemm_cluster": "1x1"})
+    for fn in (wide_short_m, proj, very_wide, narrow_n):
         text = cuda_source(fn)
         assert PAIR not in text and WIDE not in text, fn.name
     assert WIDE in cuda_source(wide_short_m, {"gemm_cluster": "1x1"})
@@ -120,7 +132,7 @@ def test_auto_cluster_pairs_the_wide_tile_where_m_may_reach_two_tiles(cuda_sourc
 
 def test_the_wide_pair_is_the_wide_tile_at_a_two_by_one_cluster() -> None:
     """The header runs the pair as Sm90Gemm<..., 128, 256, ..., 2, 1> only where M, N and K reach
-    their bounds (and the tiles fill the SMs), and the plain wide tile only without the pair."""
+    their bounds (and the tiles fill 7/8 of the SMs), and the plain wide tile only without the pair."""
     header = SM90_HEADER.read_text()
     pair = header.index("#if defined(TILEFOUNDRY_SM90_WIDE_PAIR)")
     plain = header.index("#elif defined(TILEFOUNDRY_SM90_WIDE_TILE)", pair)
@@ -129,7 +141,8 @@ def test_the_wide_pair_is_the_wide_tile_at_a_two_by_one_cluster() -> None:
     assert "Sm90Gemm<T, BKMajor, 128, 256, void, false, 2, 1>" in branch
     pays = header[header.index("inline bool sm90_wide_pair_pays(") :]
     pays = pays[: pays.index("\n}\n")]
-    for bound in ("M >= kSm90WidePairMinM", "N >= kSm90WideMinNK", "K >= kSm90WidePairMinK"):
+    bounds = ("M >= kSm90WidePairMinM", "N >= kSm90WidePairMinN", "K >= kSm90WidePairMinK", "8 * tiles >= 7")
+    for bound in bounds:
         assert bound in pays, bound
 
 
@@ -159,6 +172,7 @@ def test_the_variants_thresholds_are_the_runtimes() -> None:
     limits = (
         ("kSm90WideMinNK", WIDE_TILE_MIN_NK),
         ("kSm90WidePairMinM", WIDE_PAIR_MIN_M),
+        ("kSm90WidePairMinN", WIDE_PAIR_MIN_N),
         ("kSm90WidePairMinK", WIDE_PAIR_MIN_K),
         ("kSm90SmallTileMaxM", SMALL_TILE_MAX_M),
         ("kSm90StreamKMinK", STREAM_K_MIN_K),

@@ -53,13 +53,14 @@ GEMM_DTYPES = ("f32", "bf16", "f16")
 # The runtime's GemmLayout for each (A major, B major) of a proved region: r row-major, c
 # column-major, for A, B and C in turn; also the suffix of the catalog atom's name.
 GEMM_LAYOUTS = {("K", "N"): "rrr", ("K", "K"): "rcr"}
-# N and K from which the sm90 collective may take its 128 x 256 tile, M and K from which that tile
-# runs as a 2 x 1 cluster under gemm_cluster "auto", M up to which it may take the 64 x 64
+# N and K from which the sm90 collective may take its 128 x 256 tile, M, N and K from which that
+# tile runs as a 2 x 1 cluster under gemm_cluster "auto", M up to which it may take the 64 x 64
 # ping-pong tile, and K from which it may run stream-K (atoms/gemm_sm90.cuh's kSm90WideMinNK,
-# kSm90WidePairMinM, kSm90WidePairMinK, kSm90SmallTileMaxM and kSm90StreamKMinK; a test holds them
-# equal).
+# kSm90WidePairMinM, kSm90WidePairMinN, kSm90WidePairMinK, kSm90SmallTileMaxM and
+# kSm90StreamKMinK; a test holds them equal).
 WIDE_TILE_MIN_NK = 4096
 WIDE_PAIR_MIN_M = 256
+WIDE_PAIR_MIN_N = 2048
 WIDE_PAIR_MIN_K = 2048
 SMALL_TILE_MAX_M = 128
 STREAM_K_MIN_K = 8192
@@ -103,27 +104,27 @@ def _sm90_call(r: Realization) -> AtomCall | None:
     return atom if isinstance(atom, AtomCall) and atom.atom.startswith("sm90_gemm_") else None
 
 
-def _wide_call(r: Realization, min_k: int) -> AtomCall | None:
+def _wide_call(r: Realization, min_n: int, min_k: int) -> AtomCall | None:
     """The sm90 GEMM call of `r` when its K is a constant of at least `min_k` and some member's N a
-    constant of at least WIDE_TILE_MIN_NK: the extents a 128 x 256 tile needs; else None."""
+    constant of at least `min_n`: the extents a 128 x 256 tile needs; else None."""
     atom = _sm90_call(r)
     if atom is None or not _at_least(atom.params.get("k"), min_k):
         return None
-    return atom if any(_at_least(member.n, WIDE_TILE_MIN_NK) for member in gemm_members(atom)) else None
+    return atom if any(_at_least(member.n, min_n) for member in gemm_members(atom)) else None
 
 
 def may_take_wide_tile(r: Realization) -> bool:
     """Whether an sm90 GEMM call of `r` may run the 128 x 256 tile under gemm_tile="auto": some
     member's N and K are constants of at least WIDE_TILE_MIN_NK (the runtime decides per call)."""
-    return _wide_call(r, WIDE_TILE_MIN_NK) is not None
+    return _wide_call(r, WIDE_TILE_MIN_NK, WIDE_TILE_MIN_NK) is not None
 
 
 def may_take_wide_pair(r: Realization) -> bool:
     """Whether an sm90 GEMM call of `r` may run the 128 x 256 tile as a 2 x 1 cluster under
     gemm_tile and gemm_cluster "auto": its K is a constant of at least WIDE_PAIR_MIN_K, some
-    member's N a constant of at least WIDE_TILE_MIN_NK, and its M not a constant below
+    member's N a constant of at least WIDE_PAIR_MIN_N, and its M not a constant below
     WIDE_PAIR_MIN_M (the runtime decides per call)."""
-    atom = _wide_call(r, WIDE_PAIR_MIN_K)
+    atom = _wide_call(r, WIDE_PAIR_MIN_N, WIDE_PAIR_MIN_K)
     if atom is None:
         return False
     m = atom.params.get("m")

@@ -36,8 +36,8 @@ GEMM_CLUSTER = Option(
     "gemm_cluster", ("auto", "1x1", "2x1", "1x2"), "auto",
     "thread-block cluster (M x N CTAs) of every sm90 GEMM collective of the module, a knob for `autotune`: "
     "2x1 multicasts each B tile by TMA to the CTAs of two neighbouring M tiles (1x2: each A tile to two N "
-    "tiles), halving those L2 reads; auto: 2x1 for the 128x256 tile of gemm_tile's auto, taken at M >= 256 "
-    "and K >= 2048 alone, 1x1 for every other collective",
+    "tiles), halving those L2 reads; auto: 2x1 for the 128x256 tile of gemm_tile's auto, taken alone at "
+    "M >= 256, N >= 2048 and K >= 2048 where its tiles fill 7/8 of the GPU, 1x1 for every other collective",
     NAME,
 )
 GEMM_SWIZZLE = Option(

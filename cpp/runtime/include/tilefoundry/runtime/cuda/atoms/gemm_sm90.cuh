@@ -170,19 +170,24 @@ inline bool sm90_stream_k_pays(int64_t batch, int64_t M, int64_t N, int64_t K) {
   return batch * ((M + 127) / 128) * ((N + 127) / 128) < device_facts().sms;
 }
 
-// M and K from which the 128 x 256 tile runs as a 2 x 1 cluster under gemm_cluster "auto" (N
-// at least kSm90WideMinNK, tiles to fill the SMs). M: two full M tiles, so a cluster's second CTA
-// has a tile of its own; below, the wide tile is not taken (B is streamed once at any tile, and
-// 128 x 128 serves). On the H200 (bench/gpu/kernels/sm90_sweep.cu, 2026-12-02) 2 x 1 took the
-// wide tile from 0.86x to 0.98x cuBLAS at 4096^3, 0.95x to 0.97x at 8192^3, on Qwen3-8B at
-// M = 2048 gate_up 0.97x to 1.12x and down 0.99x to 1.01x, and on Qwen3-1.7B's gate_up (K = 2048,
-// where 1 x 1 wide tiles do not pay) 0.95x to 1.04x, against 0.99x for 128 x 128.
+// M, N and K from which the 128 x 256 tile runs as a 2 x 1 cluster under gemm_cluster "auto", with
+// tiles for at least 7/8 of the SMs. M: two full M tiles, so a cluster's second CTA has a tile of
+// its own; below, the wide tile is not taken (B is streamed once at any tile, and 128 x 128
+// serves). On the H200 (bench/gpu/kernels/sm90_sweep.cu, 2026-12-02) 2 x 1 took the wide tile from
+// 0.86x to 0.98x cuBLAS at 4096^3, 0.95x to 0.97x at 8192^3, on Qwen3-8B at M = 2048 gate_up 0.97x
+// to 1.12x and down 0.99x to 1.01x, and on Qwen3-1.7B's gate_up (K = 2048, where 1 x 1 wide tiles
+// do not pay) 0.95x to 1.04x, against 0.99x for 128 x 128. N: in bench.gpu (2026-12-02) Qwen3-1.7B
+// at M = 2048 (N = 2048: 128 wide tiles for 132 SMs) ran o at 1.00x against 0.92x on 128 x 128,
+// down 0.98x against 0.93x and q 0.94x against 0.93x; its kv (N = 1024, 64 tiles) fell to 0.55x.
 inline constexpr int64_t kSm90WidePairMinM = 256;
+inline constexpr int64_t kSm90WidePairMinN = 2048;
 inline constexpr int64_t kSm90WidePairMinK = 2048;
 
 /// Whether the 2 x 1 cluster of 128 x 256 tiles serves the problem (gemm_cluster "auto").
 inline bool sm90_wide_pair_pays(int64_t batch, int64_t M, int64_t N, int64_t K) {
-  return M >= kSm90WidePairMinM && N >= kSm90WideMinNK && K >= kSm90WidePairMinK && sm90_wide_tiles_fill(batch, M, N);
+  int64_t const tiles = batch * ((M + 127) / 128) * ((N + 255) / 256);
+  return M >= kSm90WidePairMinM && N >= kSm90WidePairMinN && K >= kSm90WidePairMinK &&
+         8 * tiles >= 7 * device_facts().sms;
 }
 
 /// `f(Sm90Gemm<...>{})` with the collective that serves the problem; fits, workspace and run ask
