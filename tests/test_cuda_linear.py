@@ -97,13 +97,14 @@ def test_cpu_keeps_the_copy_and_its_row_major_atom() -> None:
 
 def test_the_k_major_gemm_compiles_with_nvcc(built: tuple[Any, str]) -> None:
     """nvcc builds every tier of the K-major atom (sm90 collective at both of "auto"'s tiles, the
-    wide one as a 2 x 1 cluster, and with stream-K, skinny, mma.sync, SIMT) into one .so."""
+    wide one as a 2 x 1 cluster, with stream-K and swapped, skinny, mma.sync, SIMT) into one .so."""
     linked, source = built
     assert linked.library.is_file() and linked.library.stat().st_size > 0
     assert set(linked.entries) == {"linear", "ragged", "wide"}
     assert "#define TILEFOUNDRY_SM90_WIDE_PAIR 1\n" in source
     assert "#define TILEFOUNDRY_SM90_STREAM_K 1\n" in source
     assert "#define TILEFOUNDRY_SM90_SMALL_TILE 1\n" in source
+    assert "#define TILEFOUNDRY_SM90_SWAPPED 1\n" in source
 
 
 # ---------------------------------------------------------------- on a GPU
@@ -149,8 +150,9 @@ def _make_ragged(n: int, gen: torch.Generator) -> tuple:
 
 @pytest.mark.gpu
 def test_linear_matches_torch_on_gpu(linked) -> None:
-    """x @ w.T at M = 1, 7 (skinny, B (N, K) rows streamed), 64 and 300 (sm90 collective, B ColumnMajor)."""
-    _check(linked, "linear", (1, 7, 64, 300), _make_linear)
+    """x @ w.T at M = 1, 7 (skinny, B (N, K) rows streamed), 12 and 16 (the swapped collective on
+    sm_90, C^T = W . x^T), 64 and 300 (sm90 collective, B ColumnMajor)."""
+    _check(linked, "linear", (1, 7, 12, 16, 64, 300), _make_linear)
 
 
 @pytest.mark.gpu
@@ -194,6 +196,21 @@ def test_auto_tile_runs_the_collective_each_call_asks_for_on_gpu(linked) -> None
     # The mainloop's (stages, ClusterShape) as mangled: cute::tuple<C<2>, C<1>, C<1>> for the pair.
     paired = re.compile(r"MainloopSm90TmaGmmaWarpSpecializedILi\d+ENS\d*_IJNS\d*_1CILi2EEE")
     assert paired.search(next(iter(wide[0]))) and not any(paired.search(next(iter(k))) for k in kernels[1:])
+
+
+@pytest.mark.gpu
+def test_short_m_runs_the_swapped_collective_on_gpu(linked) -> None:
+    """`linear` (B 6144 x 2048) at M = 12 and 16 runs one ping-pong CUTLASS kernel, the same at
+    both and not the 64 x 64 one M = 64 runs, each call matching torch; at M = 8 the skinny tier
+    runs it (its kernel's name holds cutlass::bfloat16_t alone)."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the sm90 collective runs on sm_90 only")
+    short = [_cutlass_kernels(linked, "linear", m, 2048, 6144) for m in (12, 16)]
+    assert all(len(k) == 1 for k in short) and short[0] == short[1]
+    assert "Pingpong" in next(iter(short[0])) and "gemm_skinny" not in next(iter(short[0]))
+    assert short[0] != _cutlass_kernels(linked, "linear", 64, 2048, 6144)
+    skinny = _cutlass_kernels(linked, "linear", 8, 2048, 6144)
+    assert skinny and all("gemm_skinny" in k and "Pingpong" not in k for k in skinny)
 
 
 @pytest.mark.gpu

@@ -13,6 +13,13 @@
 // runs today), 2 x 1 (B multicast to two M tiles) and 1 x 2 (A to two N tiles), and the
 // persistent scheduler's swizzle (1, 2, 4, 8: tiles visited in bands, for L2 reuse).
 //
+// Built with -DSM90_SWEEP_SKINNY, the M = 16 projections of both models (bench.gpu, 2026-12-02:
+// 0.64-0.84x cuBLAS but for the kv rows): what the runtime runs there (the tensor-core skinny kernel
+// where N / 16 CTAs fit one wave, else the sm90 tiles) against the swapped TN GEMM (C^T = B . A^T,
+// B's rows on the tile's M mode, M = 16 on its N mode) at 128 and 64 rows, K steps of 64 and 128,
+// and on the stream-K scheduler by its heuristic and as split-K with S = 2, 4; then the same
+// projections at M = 8 and 1 (the skinny tier's) against the chosen 64 x 16 tile and a 64 x 8 one.
+//
 // Each call is captured as the runtime runs it (gemm_sm90: initialize, which clears the
 // scheduler's workspace, then run) into a CUDA graph of 20 calls that rotate through copies of B
 // larger than L2; operands are random. Prints us per call (median of 7 replays), the B stream's
@@ -30,6 +37,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -38,7 +46,13 @@
 
 #define TILEFOUNDRY_SM90_TILE_M 128
 #define TILEFOUNDRY_SM90_TILE_N 128
+#if defined(SM90_SWEEP_SKINNY)
+#define TILEFOUNDRY_CUDA_GEMM_SM90
+#define TILEFOUNDRY_SM90_SMALL_TILE
+#include <tilefoundry/runtime/cuda/atoms/gemm.cuh>
+#else
 #include <tilefoundry/runtime/cuda/atoms/gemm_sm90.cuh>
+#endif
 
 #include "check_status.cuh"
 #include "random_fill.cuh"
@@ -176,6 +190,12 @@ void print_blas(char const* label, Problem const& p, double us) {
   std::printf("  %-26s %8.2f us  %6.2f TB/s  %6.1f TFLOP/s\n", label, us, b_tbps(p, us), tflops(p, us));
 }
 
+/// One variant's line: its time, rates, ratio to cuBLAS and largest difference from cuBLAS's result.
+void print_variant(char const* label, Problem const& p, double us, T const* ref, double blas_us) {
+  std::printf("  %-26s %8.2f us  %6.2f TB/s  %6.1f TFLOP/s  %5.3fx cuBLAS  diff %.1e\n", label, us, b_tbps(p, us),
+              tflops(p, us), blas_us / us, difference(p.c[0], ref, p.m * p.n));
+}
+
 template <class G>
 void run_variant(char const* label, Problem& p, Schedule sched, T* ref, double blas_us, cudaStream_t st) {
   auto arguments = [&](int i) {
@@ -211,8 +231,7 @@ void run_variant(char const* label, Problem& p, Schedule sched, T* ref, double b
       },
       p.copies, st);
   CHECK(cudaStreamSynchronize(st));
-  std::printf("  %-26s %8.2f us  %6.2f TB/s  %6.1f TFLOP/s  %5.3fx cuBLAS  diff %.1e\n", label, us, b_tbps(p, us),
-              tflops(p, us), blas_us / us, difference(p.c[0], ref, p.m * p.n));
+  print_variant(label, p, us, ref, blas_us);
   for (void* w : workspaces) cudaFree(w);
 }
 
@@ -239,7 +258,72 @@ void sweep(std::vector<Shape> const& shapes, F&& variants) {
   }
 }
 
-#if defined(SM90_SWEEP_LARGE)
+#if defined(SM90_SWEEP_SKINNY)
+
+/// What the runtime's gemm<rcr> runs for the problem, timed as the variants are.
+void run_runtime(Problem& p, T* ref, double blas_us, cudaStream_t st) {
+  using tilefoundry::atoms::GemmLayout;
+  size_t const ws = tilefoundry::atoms::gemm_workspace_bytes<GemmLayout::rcr>(p.a, p.b[0], p.c[0], 1, p.m, p.n, p.k);
+  void* workspace = nullptr;
+  if (ws) CHECK(cudaMalloc(&workspace, ws));
+  auto const tier = tilefoundry::atoms::gemm_tier<GemmLayout::rcr>(p.a, p.b[0], p.c[0], 1, p.m, p.n, p.k);
+  double const us = time_calls(
+      [&](int i, cudaStream_t s) {
+        CHECK(tilefoundry::atoms::gemm<GemmLayout::rcr>(p.a, p.b[i], p.c[i], 1, p.m, p.n, p.k, workspace, s));
+      },
+      p.copies, st);
+  CHECK(cudaStreamSynchronize(st));
+  char label[40];
+  std::snprintf(label, sizeof label, "runtime (%s)", tier == tilefoundry::atoms::GemmTier::sm90 ? "sm90" : "skinny");
+  print_variant(label, p, us, ref, blas_us);
+  cudaFree(workspace);
+}
+
+int main() {
+  struct Projection {
+    char const* name;
+    int64_t n, k;
+  };
+  std::vector<Projection> const projections = {
+      {"1.7b q", 2048, 2048},   {"1.7b kv", 1024, 2048},  {"1.7b gate_up", 6144, 2048}, {"1.7b down", 2048, 6144},
+      {"1.7b lm_head", 151936, 2048}, {"8b q", 4096, 4096}, {"8b kv", 1024, 4096},     {"8b gate_up", 12288, 4096},
+      {"8b down", 4096, 12288}, {"8b lm_head", 151936, 4096},
+  };
+  std::vector<int64_t> const ms = {16, 8, 1};
+  std::vector<std::string> names;
+  names.reserve(ms.size() * projections.size());  // no reallocation: shapes keep pointers into it
+  std::vector<Shape> shapes;
+  for (int64_t m : ms) {
+    for (Projection const& p : projections) {
+      names.push_back(std::string(p.name) + " m" + std::to_string(m));
+      shapes.push_back({names.back().c_str(), m, p.n, p.k, true});
+    }
+  }
+  using Swapped = Sm90GemmSwapped<T, 128, 16, 64>;
+  using SwappedK128 = Sm90GemmSwapped<T, 128, 16, 128>;
+  using SwappedHalf = Sm90GemmSwapped<T, 64, 16, 64, void, true>;
+  using SwappedHalfK128 = Sm90GemmSwapped<T, 64, 16, 128, void, true>;
+  using SwappedEight = Sm90GemmSwapped<T, 64, 8, 128, void, true>;
+  using SwappedStreamK = Sm90GemmSwapped<T, 128, 16, 64, cutlass::gemm::StreamKScheduler>;
+  sweep(shapes, [](Problem& p, T* ref, double blas_us, cudaStream_t st) {
+    run_runtime(p, ref, blas_us, st);
+    if (p.m <= 8) {  // the M = 16 variants' verdicts are in (2026-12-03); the narrow tile beside the chosen one
+      run_variant<SwappedHalfK128>("swapped 64x16 k128 pp", p, {}, ref, blas_us, st);
+      run_variant<SwappedEight>("swapped 64x8 k128 pp", p, {}, ref, blas_us, st);
+      return;
+    }
+    run_variant<Swapped>("swapped 128x16 k64", p, {}, ref, blas_us, st);
+    run_variant<SwappedK128>("swapped 128x16 k128", p, {}, ref, blas_us, st);
+    run_variant<SwappedHalf>("swapped 64x16 k64 pp", p, {}, ref, blas_us, st);
+    run_variant<SwappedHalfK128>("swapped 64x16 k128 pp", p, {}, ref, blas_us, st);
+    run_variant<SwappedStreamK>("swapped stream-K heur.", p, {}, ref, blas_us, st);
+    run_variant<SwappedStreamK>("swapped split-K 2", p, {2, true}, ref, blas_us, st);
+    run_variant<SwappedStreamK>("swapped split-K 4", p, {4, true}, ref, blas_us, st);
+  });
+  return 0;
+}
+
+#elif defined(SM90_SWEEP_LARGE)
 
 /// The large variants for one B layout: tiles x clusters, then the swizzles of the two that
 /// "auto" takes for such shapes.

@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 from tilefoundry.codegen.cuda.gemm_atom import (
+    SKINNY_MAX_M,
     SMALL_TILE_MAX_M,
     STREAM_K_MIN_K,
+    SWAPPED_MAX_M,
+    SWAPPED_MIN_NK,
     WIDE_PAIR_MIN_K,
     WIDE_PAIR_MIN_M,
     WIDE_PAIR_MIN_N,
@@ -26,9 +29,9 @@ WIDE = "#define TILEFOUNDRY_SM90_WIDE_TILE 1\n"
 PAIR = "#define TILEFOUNDRY_SM90_WIDE_PAIR 1\n"
 STREAM_K = "#define TILEFOUNDRY_SM90_STREAM_K 1\n"
 SMALL = "#define TILEFOUNDRY_SM90_SMALL_TILE 1\n"
-SM90_HEADER = (
-    Path(__file__).resolve().parents[3] / "cpp/runtime/include/tilefoundry/runtime/cuda/atoms/gemm_sm90.cuh"
-)
+SWAPPED = "#define TILEFOUNDRY_SM90_SWAPPED 1\n"
+ATOMS = Path(__file__).resolve().parents[3] / "cpp/runtime/include/tilefoundry/runtime/cuda/atoms"
+SM90_HEADER = ATOMS / "gemm_sm90.cuh"
 
 
 @func
@@ -84,6 +87,21 @@ def short_m(x: Tensor[(128, 2048), bf16], w: ConstTensor[(2048, 2048), bf16]):
 @func
 def very_wide(x: Tensor[(T, 256), bf16], w: ConstTensor[(20480, 256), bf16]):
     return x @ tf.transpose(w, (1, 0))
+
+
+@func
+def sixteen_rows(x: Tensor[(16, 2048), bf16], w: ConstTensor[(2048, 2048), bf16]):
+    return x @ tf.transpose(w, (1, 0))
+
+
+@func
+def eight_rows(x: Tensor[(8, 2048), bf16], w: ConstTensor[(2048, 2048), bf16]):
+    return x @ tf.transpose(w, (1, 0))
+
+
+@func
+def row_major_b(x: Tensor[(T, 2048), bf16], w: ConstTensor[(2048, 2048), bf16]):
+    return x @ w
 
 
 @func
@@ -165,9 +183,35 @@ def test_auto_adds_the_small_tile_where_m_may_be_short(cuda_source) -> None:
     assert SMALL not in cuda_source(proj, {"gemm_tile": "128x128"})
 
 
+def test_auto_adds_the_swapped_gemm_where_m_may_be_nine_to_sixteen(cuda_source) -> None:
+    """Under "auto" a module gets the swapped TN collective when a GEMM with B stored (N, K) may run
+    at M = 9..16 (a DimVar, or the constant 16) with B of at least 4Mi elements (2048 x 2048, not
+    1024 x 2048 or 512 x 256); M = 8 (the skinny tier's), M = 128, B (K, N) and a fixed tile get none."""
+    for fn in (square_2048, sixteen_rows, wide, very_wide):
+        assert SWAPPED in cuda_source(fn), fn.name
+    for fn in (narrow_n, proj, eight_rows, short_m, row_major_b):
+        assert SWAPPED not in cuda_source(fn), fn.name
+    assert SWAPPED not in cuda_source(square_2048, {"gemm_tile": "128x128"})
+
+
+def test_the_swapped_gemm_runs_past_the_skinny_tier_where_it_pays() -> None:
+    """gemm_tier hands the sm90 tier a TN call past the skinny tier's M only where
+    sm90_swapped_pays, and with_sm90_gemm runs that call on the swapped 64 x 16 ping-pong tile with
+    K steps of 128, B's rows on the tile's M mode (its operands passed B first)."""
+    header = SM90_HEADER.read_text()
+    branch = header[header.index("#if defined(TILEFOUNDRY_SM90_SWAPPED)") :]
+    branch = branch[: branch.index("#endif")]
+    swapped = "if (sm90_swapped_pays(M, N, K)) return f(Sm90GemmSwapped<T, 64, 16, 128, void, true>{});"
+    assert swapped in branch
+    assert "return Sm90GemmSwapped::operands(B, A, C, batch, N, M, K);" in header
+    tier = (ATOMS / "gemm.cuh").read_text()
+    assert "kBKMajor && M > detail::kSkinnyMaxM && detail::sm90_swapped_pays(M, N, K)" in tier
+    assert "if ((!skinny_m || swapped) && detail::device_facts().major == 9" in tier
+
+
 def test_the_variants_thresholds_are_the_runtimes() -> None:
-    """The code generator instantiates the wide tile, the small tile and stream-K for exactly the
-    M, N and K the runtime may use them at."""
+    """The code generator instantiates the wide tile, the small tile, stream-K and the swapped GEMM
+    for exactly the M, N and K the runtime may use them at."""
     header = SM90_HEADER.read_text()
     limits = (
         ("kSm90WideMinNK", WIDE_TILE_MIN_NK),
@@ -176,10 +220,14 @@ def test_the_variants_thresholds_are_the_runtimes() -> None:
         ("kSm90WidePairMinK", WIDE_PAIR_MIN_K),
         ("kSm90SmallTileMaxM", SMALL_TILE_MAX_M),
         ("kSm90StreamKMinK", STREAM_K_MIN_K),
+        ("kSm90SwappedMaxM", SWAPPED_MAX_M),
+        ("kSm90SwappedMinNK", SWAPPED_MIN_NK),
     )
     for name, value in limits:
         match = re.search(rf"{name} = (\d+);", header)
         assert match is not None and int(match.group(1)) == value, name
+    skinny = re.search(r"kSkinnyMaxM = (\d+);", (ATOMS / "gemm_skinny.cuh").read_text())
+    assert skinny is not None and int(skinny.group(1)) == SKINNY_MAX_M
 
 
 def test_the_tile_only_matters_where_the_collective_is_built(cuda_source) -> None:

@@ -57,13 +57,18 @@ GEMM_LAYOUTS = {("K", "N"): "rrr", ("K", "K"): "rcr"}
 # tile runs as a 2 x 1 cluster under gemm_cluster "auto", M up to which it may take the 64 x 64
 # ping-pong tile, and K from which it may run stream-K (atoms/gemm_sm90.cuh's kSm90WideMinNK,
 # kSm90WidePairMinM, kSm90WidePairMinN, kSm90WidePairMinK, kSm90SmallTileMaxM and
-# kSm90StreamKMinK; a test holds them equal).
+# kSm90StreamKMinK; a test holds them equal, and the swapped GEMM's below).
 WIDE_TILE_MIN_NK = 4096
 WIDE_PAIR_MIN_M = 256
 WIDE_PAIR_MIN_N = 2048
 WIDE_PAIR_MIN_K = 2048
 SMALL_TILE_MAX_M = 128
 STREAM_K_MIN_K = 8192
+# M past the skinny tier's SKINNY_MAX_M up to which, and B's elements from which, a TN GEMM may
+# run swapped (kSkinnyMaxM, kSm90SwappedMaxM and kSm90SwappedMinNK).
+SKINNY_MAX_M = 8
+SWAPPED_MAX_M = 16
+SWAPPED_MIN_NK = 1 << 22
 # The most SMs of an sm_90 part (H100 / H200 SXM): a call whose 64 x 64 tiles exceed two waves of
 # them never takes the small tile (the runtime's sm90_small_tile_pays).
 SM90_MAX_SMS = 132
@@ -152,6 +157,24 @@ def may_take_stream_k(r: Realization) -> bool:
     constant of at least STREAM_K_MIN_K (the runtime decides per call, from M and N)."""
     atom = _sm90_call(r)
     return atom is not None and _at_least(atom.params.get("k"), STREAM_K_MIN_K)
+
+
+def may_take_swapped(r: Realization) -> bool:
+    """Whether an sm90 GEMM call of `r` may run swapped under gemm_tile="auto": B is stored (N, K)
+    (the `_rcr` atoms), its M is not a constant outside SKINNY_MAX_M + 1 to SWAPPED_MAX_M, and some
+    member's B may hold SWAPPED_MIN_NK elements (the runtime decides per call, sm90_swapped_pays)."""
+    atom = _sm90_call(r)
+    if atom is None or not atom.atom.endswith("_rcr"):
+        return False
+    m, k = atom.params.get("m"), atom.params.get("k")
+    if isinstance(m, Const) and not SKINNY_MAX_M < int(m.value) <= SWAPPED_MAX_M:
+        return False
+    if not isinstance(k, Const):
+        return True
+    return any(
+        not isinstance(member.n, Const) or int(member.n.value) * int(k.value) >= SWAPPED_MIN_NK
+        for member in gemm_members(atom)
+    )
 
 
 def _layout_mismatch(name: str, region: GemmRegion) -> str | None:

@@ -29,7 +29,8 @@ GEMM_TILE = Option(
     "gemm_tile", ("auto", "128x128", "128x256", "256x128"), "auto",
     "CTA tile (M x N) of the sm90 GEMM collective for every GEMM of the module, a knob for `autotune`; "
     "auto: per call 128x128, 128x256 where N, K >= 4096 and its tiles fill the GPU, 64x64 ping-pong "
-    "where M <= 128 and the 128x128 tiles do not fill it, stream-K where K >= 8192 and neither does",
+    "where M <= 128 and the 128x128 tiles do not fill it, stream-K where K >= 8192 and neither does, "
+    "and a B stored (N, K) of at least 4Mi elements at 8 < M <= 16 swapped (C^T = B . A^T, 64x16 ping-pong)",
     NAME,
 )
 GEMM_CLUSTER = Option(

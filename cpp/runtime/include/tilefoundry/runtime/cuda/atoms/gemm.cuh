@@ -10,7 +10,8 @@
 //   skinny     16-bit dtype, M <= 8 (decode): B streamed once in 16-byte packs, K splits
 //              combined in order (rrr: N a multiple of 8; rcr: K a multiple of 8; gemm_skinny.cuh);
 //              rcr also 8 < M <= 16 with K a multiple of 32, N of 16 and N / 16 CTAs in one
-//              wave, on tensor cores
+//              wave, on tensor cores, unless the module has the sm90 collective's swapped TN
+//              GEMM (TILEFOUNDRY_SM90_SWAPPED) and sm90_swapped_pays: then that tier runs it
 //   mma        16-bit dtype, K, N multiples of 8, 16-byte aligned bases: mma.sync tensor cores
 //   simt       anything else (f32 always: no TF32 unless opted in): ordered FFMA K sums
 //
@@ -75,7 +76,12 @@ inline GemmTier gemm_tier(T const* A, T const* B, T* C, int64_t batch, int64_t M
     bool const aligned = detail::aligned_16(A) && detail::aligned_16(B) && detail::aligned_16(C);
     bool const skinny_m = M <= detail::kSkinnyMaxM || (kBKMajor && detail::skinny_tc_fits(M, N, K));
 #if defined(TILEFOUNDRY_CUDA_GEMM_SM90)
-    if (!skinny_m && detail::device_facts().major == 9 &&
+#if defined(TILEFOUNDRY_SM90_SWAPPED)
+    bool const swapped = kBKMajor && M > detail::kSkinnyMaxM && detail::sm90_swapped_pays(M, N, K);
+#else
+    bool const swapped = false;
+#endif
+    if ((!skinny_m || swapped) && detail::device_facts().major == 9 &&
         detail::sm90_gemm_fits<T, kBKMajor>(A, B, C, batch, M, N, K)) {
       return GemmTier::sm90;
     }

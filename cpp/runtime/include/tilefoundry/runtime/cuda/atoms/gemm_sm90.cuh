@@ -34,6 +34,9 @@
 // runs the calls with fewer 128 x 128 tiles than SMs that the small tile does not take
 // on CUTLASS's stream-K scheduler: CTAs share the K extent of the few tiles and add their
 // partials in a fixed order (the scheduler's deterministic reduction), so every SM streams.
+// And a module with a TN GEMM (B stored (N, K)) whose M may be 9 to kSm90SwappedMaxM
+// (TILEFOUNDRY_SM90_SWAPPED) runs the calls where sm90_swapped_pays with A and B swapped
+// (Sm90GemmSwapped): B's rows on the tile's 64-row M mode, A's few rows on its N mode.
 #ifndef TILEFOUNDRY_SM90_TILE_M
 #define TILEFOUNDRY_SM90_TILE_M 128
 #endif
@@ -74,30 +77,28 @@ inline Stride packed_stride(int64_t rows, int64_t cols) {
   return s;
 }
 
-/// `Pingpong`: two consumer warpgroups on alternate tiles (TileM may be 64) instead of the
-/// cooperative schedule's two halves of one tile (TileM >= 128). `ClusterM` x `ClusterN`: the
-/// cluster's CTAs along M and N.
-template <class T, bool BKMajor, int TileM = TILEFOUNDRY_SM90_TILE_M, int TileN = TILEFOUNDRY_SM90_TILE_N,
-          class Scheduler = void, bool Pingpong = false, int ClusterM = TILEFOUNDRY_SM90_CLUSTER_M,
-          int ClusterN = TILEFOUNDRY_SM90_CLUSTER_N>
-struct Sm90Gemm {
+/// The CUTLASS kernel of one configuration: A (M, K) K-major, B per `LayoutB` (ColumnMajor: stored
+/// (N, K)), D per `LayoutD`, f32 accumulation. `Pingpong`: two consumer warpgroups on alternate
+/// tiles (TileM may be 64) instead of the cooperative schedule's two halves of one tile (TileM >=
+/// 128). `ClusterM` x `ClusterN`: the cluster's CTAs along M and N.
+template <class T, class LayoutB, class LayoutD, int TileM, int TileN, int TileK, class Scheduler, bool Pingpong,
+          int ClusterM, int ClusterN>
+struct Sm90Collective {
   using Element = T;
-  using Layout = cutlass::layout::RowMajor;
-  using LayoutB = cute::conditional_t<BKMajor, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
   static constexpr int kAlignment = 8;  // elements per 16 bytes: TMA strides and bases
-  using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::_64>;
+  using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::Int<TileK>>;
   using ClusterShape = cute::Shape<cute::Int<ClusterM>, cute::Int<ClusterN>, cute::_1>;
 
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, Element, Layout, kAlignment, Element, Layout,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, Element, LayoutD, kAlignment, Element, LayoutD,
       kAlignment,
       cute::conditional_t<Pingpong, cutlass::epilogue::TmaWarpSpecialized,
                           cutlass::epilogue::TmaWarpSpecializedCooperative>>::CollectiveOp;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, Layout, kAlignment, Element, LayoutB, kAlignment,
-      float, TileShape, ClusterShape,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, kAlignment, Element,
+      LayoutB, kAlignment, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
       cute::conditional_t<Pingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
                           cutlass::gemm::KernelTmaWarpSpecializedCooperative>>::CollectiveOp;
@@ -105,24 +106,46 @@ struct Sm90Gemm {
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue, Scheduler>;
   using Device = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
-  static typename Device::Arguments arguments(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N,
-                                              int64_t K) {
-    using StrideA = typename Kernel::StrideA;
-    using StrideB = typename Kernel::StrideB;
-    using StrideC = typename Kernel::StrideC;
-    using StrideD = typename Kernel::StrideD;
-    int const m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K), l = static_cast<int>(batch);
-    // A is (M, K) K-major; B is seen as (N, K), N- or K-major; C and D are (M, N) N-major.
-    auto const sa = packed_stride<StrideA>(M, K);
-    auto const sb = packed_stride<StrideB>(N, K);
-    auto const sc = packed_stride<StrideC>(M, N);
-    auto const sd = packed_stride<StrideD>(M, N);
-    typename Device::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
-                                    {m, n, k, l},
-                                    {A, sa, B, sb},
-                                    {{1.0f, 0.0f}, C, sc, C, sd}};
+  /// Arguments of D (rows, cols) = A (rows, K) . B, B seen as (cols, K), `batch` of each back to back.
+  static typename Device::Arguments operands(T const* A, T const* B, T* D, int64_t batch, int64_t rows,
+                                             int64_t cols, int64_t K) {
+    typename Device::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(K), static_cast<int>(batch)},
+        {A, packed_stride<typename Kernel::StrideA>(rows, K), B, packed_stride<typename Kernel::StrideB>(cols, K)},
+        {{1.0f, 0.0f},
+         D,
+         packed_stride<typename Kernel::StrideC>(rows, cols),
+         D,
+         packed_stride<typename Kernel::StrideD>(rows, cols)}};
     args.scheduler.max_swizzle_size = TILEFOUNDRY_SM90_SWIZZLE;
     return args;
+  }
+};
+
+/// C (M, N) row-major = A (M, K) . B, B (K, N) N-major (CUTLASS RowMajor) or stored (N, K) K-major
+/// (ColumnMajor), on TileM x TileN x 64 tiles.
+template <class T, bool BKMajor, int TileM = TILEFOUNDRY_SM90_TILE_M, int TileN = TILEFOUNDRY_SM90_TILE_N,
+          class Scheduler = void, bool Pingpong = false, int ClusterM = TILEFOUNDRY_SM90_CLUSTER_M,
+          int ClusterN = TILEFOUNDRY_SM90_CLUSTER_N>
+struct Sm90Gemm
+    : Sm90Collective<T, cute::conditional_t<BKMajor, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>,
+                     cutlass::layout::RowMajor, TileM, TileN, 64, Scheduler, Pingpong, ClusterM, ClusterN> {
+  static auto arguments(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K) {
+    return Sm90Gemm::operands(A, B, C, batch, M, N, K);
+  }
+};
+
+/// The same TN GEMM (B stored (N, K)) with its operands swapped, for a short M: C^T (N, M) = B . A^T.
+/// B's rows fill the tile's M mode and the M rows of A its N mode (TileN at least M), so no box TMA
+/// loads runs past its tensor's rows: with M = 16 on a 128-row tile, the boundary-checked boxes
+/// of A had cost the 128 x 128 tile 40% of its time at N = 151936 (bench.gpu, 2026-12-02).
+/// C (M, N) row-major is C^T column-major, which the epilogue stores as it stands.
+template <class T, int TileM = 128, int TileN = 16, int TileK = 64, class Scheduler = void, bool Pingpong = false>
+struct Sm90GemmSwapped : Sm90Collective<T, cutlass::layout::ColumnMajor, cutlass::layout::ColumnMajor, TileM, TileN,
+                                        TileK, Scheduler, Pingpong, 1, 1> {
+  static auto arguments(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K) {
+    return Sm90GemmSwapped::operands(B, A, C, batch, N, M, K);
   }
 };
 
@@ -190,10 +213,31 @@ inline bool sm90_wide_pair_pays(int64_t batch, int64_t M, int64_t N, int64_t K) 
          8 * tiles >= 7 * device_facts().sms;
 }
 
+// M up to which, and B's elements (N x K) from which, a TN GEMM (B stored (N, K)) runs swapped on
+// 64 x 16 ping-pong tiles with K steps of 128 (Sm90GemmSwapped) in a module built with
+// TILEFOUNDRY_SM90_SWAPPED; gemm_tier sends it only M past the skinny tier's kSkinnyMaxM. On the H200 (bench/gpu/kernels/sm90_sweep.cu
+// -DSM90_SWEEP_SKINNY, M = 16, 2026-12-03) it ran 0.91-1.09x cuBLAS on every Qwen3-1.7B and
+// Qwen3-8B projection from 4Mi elements of B, against 0.64-0.84x for the tensor-core skinny
+// kernel or the unswapped tiles (the LM heads 0.64x -> 1.05x); below, on 1.7B's kv (2Mi), the
+// skinny kernel kept 4.98 us against 5.69. 128-row tiles, K steps of 64 and stream-K all ran
+// slower there.
+inline constexpr int64_t kSm90SwappedMaxM = 16;
+inline constexpr int64_t kSm90SwappedMinNK = 4194304;  // 4Mi: 8 MB of bf16
+
+/// Whether the swapped TN GEMM serves the problem (B stored (N, K)).
+inline bool sm90_swapped_pays(int64_t M, int64_t N, int64_t K) {
+  return M <= kSm90SwappedMaxM && N * K >= kSm90SwappedMinNK;
+}
+
 /// `f(Sm90Gemm<...>{})` with the collective that serves the problem; fits, workspace and run ask
 /// it in turn, so all three agree.
 template <class T, bool BKMajor, class F>
 inline decltype(auto) with_sm90_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, F&& f) {
+#if defined(TILEFOUNDRY_SM90_SWAPPED)
+  if constexpr (BKMajor) {
+    if (sm90_swapped_pays(M, N, K)) return f(Sm90GemmSwapped<T, 64, 16, 128, void, true>{});
+  }
+#endif
 #if defined(TILEFOUNDRY_SM90_WIDE_PAIR)
   if (sm90_wide_pair_pays(batch, M, N, K)) return f(Sm90Gemm<T, BKMajor, 128, 256, void, false, 2, 1>{});
 #elif defined(TILEFOUNDRY_SM90_WIDE_TILE)
