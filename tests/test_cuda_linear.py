@@ -3,8 +3,8 @@
 Planning drops the transpose copy of w when the target has a GEMM atom reading B K-major (cuda
 has one per tier; the cpu target has none, so its program is unchanged). nvcc builds the module
 here (one translation unit with the sm90 collective, cached for the module); on a GPU every
-tier of the K-major atom is checked against torch: sm90 collective and skinny (M <= 8) in the
-default build, mma.sync and skinny in an sm_80 build, SIMT for K off 8 and for f32. `wide` (N = 4096,
+tier of the K-major atom is checked against torch: sm90 collective (swapped at short M) and skinny
+(M = 1 with B settled or an epilogue on the launch) in the default build, mma.sync and skinny in an sm_80 build, SIMT for K off 8 and for f32. `wide` (N = 4096,
 K = 8192) makes the default build hold the sm90 collective's 128 x 256 tile and its stream-K
 scheduler too (gemm_tile="auto"), so the one nvcc build covers all three, and the GPU test sees
 each call take the kernel it asks for.
@@ -55,6 +55,22 @@ class Linears:
         # and stream-K too.
         return xw @ tf.transpose(ww, (1, 0))
 
+    @func
+    def normed(
+        xn: Tensor[(M, 2048), bf16], gn: ConstTensor[(2048,), bf16], wn: ConstTensor[(6144, 2048), bf16]
+    ):
+        # The norm's kernel writes A, so B is settled: read before the PDL wait on the skinny tier.
+        return tf.rms_norm(xn, gn, eps=1e-6) @ tf.transpose(wn, (1, 0))
+
+    @func
+    def gated(
+        xg: Tensor[(M, 2048), bf16],
+        gate: ConstTensor[(1024, 2048), bf16],
+        up: ConstTensor[(1024, 2048), bf16],
+    ):
+        # silu(gate) * up: the epilogue of one grouped call, 2Mi elements of B a member.
+        return tf.silu(xg @ tf.transpose(gate, (1, 0))) * (xg @ tf.transpose(up, (1, 0)))
+
 
 LINEAR = Linears.functions["linear"]
 
@@ -100,7 +116,7 @@ def test_the_k_major_gemm_compiles_with_nvcc(built: tuple[Any, str]) -> None:
     wide one as a 2 x 1 cluster, with stream-K and swapped, skinny, mma.sync, SIMT) into one .so."""
     linked, source = built
     assert linked.library.is_file() and linked.library.stat().st_size > 0
-    assert set(linked.entries) == {"linear", "ragged", "wide"}
+    assert set(linked.entries) == {"linear", "ragged", "wide", "normed", "gated"}
     assert "#define TILEFOUNDRY_SM90_WIDE_PAIR 1\n" in source
     assert "#define TILEFOUNDRY_SM90_STREAM_K 1\n" in source
     assert "#define TILEFOUNDRY_SM90_SMALL_TILE 1\n" in source
@@ -150,9 +166,9 @@ def _make_ragged(n: int, gen: torch.Generator) -> tuple:
 
 @pytest.mark.gpu
 def test_linear_matches_torch_on_gpu(linked) -> None:
-    """x @ w.T at M = 1, 7 (skinny, B (N, K) rows streamed), 12 and 16 (the swapped collective on
-    sm_90, C^T = W . x^T), 64 and 300 (sm90 collective, B ColumnMajor)."""
-    _check(linked, "linear", (1, 7, 12, 16, 64, 300), _make_linear)
+    """x @ w.T at M = 1, 2, 7, 12 and 16 (on sm_90 the swapped collective, C^T = W . x^T; elsewhere
+    the skinny tier up to 8), 64 and 300 (sm90 collective, B ColumnMajor)."""
+    _check(linked, "linear", (1, 2, 7, 12, 16, 64, 300), _make_linear)
 
 
 @pytest.mark.gpu
@@ -198,19 +214,49 @@ def test_auto_tile_runs_the_collective_each_call_asks_for_on_gpu(linked) -> None
     assert paired.search(next(iter(wide[0]))) and not any(paired.search(next(iter(k))) for k in kernels[1:])
 
 
+def _kernels(linked, fn, n: int) -> list[str]:
+    """The CUDA kernels one call of `fn` at M = `n` launches, after checking it against the evaluator."""
+    cat.check_compiled(linked, fn, (n,), device="cuda", tolerance={torch.bfloat16: 3e-2})
+    body = CompiledFunction(load_linked_module(linked, fn.name), fn.returns_tuple)
+    args = cat.inputs(fn, n, torch.Generator().manual_seed(n), "cuda")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        body(*args)
+        torch.cuda.synchronize()
+    cuda = torch.autograd.DeviceType.CUDA
+    return [e.name for e in prof.events() if e.device_type == cuda and "Memset" not in e.name]
+
+
 @pytest.mark.gpu
 def test_short_m_runs_the_swapped_collective_on_gpu(linked) -> None:
-    """`linear` (B 6144 x 2048) at M = 12 and 16 runs one ping-pong CUTLASS kernel, the same at
-    both and not the 64 x 64 one M = 64 runs, each call matching torch; at M = 8 the skinny tier
-    runs it (its kernel's name holds cutlass::bfloat16_t alone)."""
+    """`linear` (B 6144 x 2048, 12Mi elements, N >= K) runs one ping-pong CUTLASS kernel at M = 1
+    (a lone call whose B is not settled), 2, 8, 12 and 16, the same at each and not the 64 x 64 one
+    M = 64 runs, each call matching torch (gemm.cuh, sm90_swapped_pays)."""
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the sm90 collective runs on sm_90 only")
-    short = [_cutlass_kernels(linked, "linear", m, 2048, 6144) for m in (12, 16)]
-    assert all(len(k) == 1 for k in short) and short[0] == short[1]
+    short = [_cutlass_kernels(linked, "linear", m, 2048, 6144) for m in (1, 2, 8, 12, 16)]
+    assert all(len(k) == 1 for k in short) and all(k == short[0] for k in short)
     assert "Pingpong" in next(iter(short[0])) and "gemm_skinny" not in next(iter(short[0]))
     assert short[0] != _cutlass_kernels(linked, "linear", 64, 2048, 6144)
-    skinny = _cutlass_kernels(linked, "linear", 8, 2048, 6144)
-    assert skinny and all("gemm_skinny" in k and "Pingpong" not in k for k in skinny)
+
+
+@pytest.mark.gpu
+def test_settled_and_fused_calls_keep_the_skinny_tier_at_one_row_on_gpu(linked) -> None:
+    """At M = 1 a call whose B is settled (`normed`: the norm's kernel writes A) or whose launch
+    carries an epilogue (`gated`) stays on the skinny tier, as the decode step runs it; from M = 2
+    both run the swapped collective, `gated` with its epilogue as a kernel of its own. Each call
+    matches the evaluator."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the sm90 collective runs on sm_90 only")
+    for name, launches in (("normed", 2), ("gated", 1)):
+        fn = Linears.functions[name]
+        one = _kernels(linked, fn, 1)
+        assert len(one) == launches and sum("gemm_skinny_nk<" in k for k in one) == 1, (name, one)
+        for n in (2, 5, 8):
+            rows = _kernels(linked, fn, n)
+            swapped = [k for k in rows if "Pingpong" in k]
+            assert not any("gemm_skinny" in k for k in rows), (name, n, rows)
+            assert len(swapped) == (1 if name == "normed" else 2), (name, n, rows)
+            assert len(rows) == len(swapped) + 1, (name, n, rows)
 
 
 @pytest.mark.gpu

@@ -13,8 +13,10 @@ from tilefoundry.codegen.cuda.gemm_atom import (
     SKINNY_MAX_M,
     SMALL_TILE_MAX_M,
     STREAM_K_MIN_K,
+    SWAPPED_LONE_MIN_NK,
     SWAPPED_MAX_M,
     SWAPPED_MIN_NK,
+    SWAPPED_ROWS_MIN_NK,
     WIDE_PAIR_MIN_K,
     WIDE_PAIR_MIN_M,
     WIDE_PAIR_MIN_N,
@@ -96,6 +98,21 @@ def sixteen_rows(x: Tensor[(16, 2048), bf16], w: ConstTensor[(2048, 2048), bf16]
 
 @func
 def eight_rows(x: Tensor[(8, 2048), bf16], w: ConstTensor[(2048, 2048), bf16]):
+    return x @ tf.transpose(w, (1, 0))
+
+
+@func
+def one_row(x: Tensor[(1, 2048), bf16], w: ConstTensor[(2048, 2048), bf16]):
+    return x @ tf.transpose(w, (1, 0))
+
+
+@func
+def one_row_wide(x: Tensor[(1, 2048), bf16], w: ConstTensor[(6144, 2048), bf16]):
+    return x @ tf.transpose(w, (1, 0))
+
+
+@func
+def four_rows_small(x: Tensor[(4, 1024), bf16], w: ConstTensor[(1024, 1024), bf16]):
     return x @ tf.transpose(w, (1, 0))
 
 
@@ -183,30 +200,38 @@ def test_auto_adds_the_small_tile_where_m_may_be_short(cuda_source) -> None:
     assert SMALL not in cuda_source(proj, {"gemm_tile": "128x128"})
 
 
-def test_auto_adds_the_swapped_gemm_where_m_may_be_nine_to_sixteen(cuda_source) -> None:
+def test_auto_adds_the_swapped_gemm_where_m_may_be_short(cuda_source) -> None:
     """Under "auto" a module gets the swapped TN collective when a GEMM with B stored (N, K) may run
-    at M = 9..16 (a DimVar, or the constant 16) with B of at least 4Mi elements (2048 x 2048, not
-    1024 x 2048 or 512 x 256); M = 8 (the skinny tier's), M = 128, B (K, N) and a fixed tile get none."""
-    for fn in (square_2048, sixteen_rows, wide, very_wide):
+    at M <= 16 with B as large as that M needs: 2Mi elements where M may be 2..8 (a DimVar: 1024 x
+    2048 and up; the constant 8), 4Mi at 9..16 (the constant 16), 8Mi at M = 1 (6144 x 2048, not
+    2048 x 2048). M = 128, a small B (512 x 256, 1024 x 1024 at M = 4), B (K, N) and a fixed tile
+    get none."""
+    for fn in (square_2048, sixteen_rows, eight_rows, narrow_n, one_row_wide, wide, very_wide):
         assert SWAPPED in cuda_source(fn), fn.name
-    for fn in (narrow_n, proj, eight_rows, short_m, row_major_b):
+    for fn in (proj, one_row, four_rows_small, short_m, row_major_b):
         assert SWAPPED not in cuda_source(fn), fn.name
     assert SWAPPED not in cuda_source(square_2048, {"gemm_tile": "128x128"})
 
 
-def test_the_swapped_gemm_runs_past_the_skinny_tier_where_it_pays() -> None:
-    """gemm_tier hands the sm90 tier a TN call past the skinny tier's M only where
-    sm90_swapped_pays, and with_sm90_gemm runs that call on the swapped 64 x 16 ping-pong tile with
-    K steps of 128, B's rows on the tile's M mode (its operands passed B first)."""
+def test_the_swapped_gemm_runs_where_it_pays() -> None:
+    """gemm_tier hands the sm90 tier a TN call up to M = 16 only where sm90_swapped_pays (at M = 1
+    not for a call whose launch the skinny tier serves better: skinny_first), and with_sm90_gemm
+    runs that call on the swapped 64 x 16 ping-pong tile with K steps of 128, B's rows on the
+    tile's M mode (its operands passed B first)."""
     header = SM90_HEADER.read_text()
     branch = header[header.index("#if defined(TILEFOUNDRY_SM90_SWAPPED)") :]
     branch = branch[: branch.index("#endif")]
     swapped = "if (sm90_swapped_pays(M, N, K)) return f(Sm90GemmSwapped<T, 64, 16, 128, void, true>{});"
     assert swapped in branch
     assert "return Sm90GemmSwapped::operands(B, A, C, batch, N, M, K);" in header
+    pays = header[header.index("inline bool sm90_swapped_pays(") :]
+    pays = pays[: pays.index("\n}\n")]
+    assert "if (M == 1) return !skinny_first && nk >= kSm90SwappedLoneMinNK" in pays
+    assert "if (M <= kSkinnyMaxM) return nk >= kSm90SwappedRowsMinNK;" in pays
     tier = (ATOMS / "gemm.cuh").read_text()
-    assert "kBKMajor && M > detail::kSkinnyMaxM && detail::sm90_swapped_pays(M, N, K)" in tier
+    assert "kBKMajor && detail::sm90_swapped_pays(M, N, K, skinny_first)" in tier
     assert "if ((!skinny_m || swapped) && detail::device_facts().major == 9" in tier
+    assert "bool const skinny_first = fused || g.b_settled || g.count > 1;" in tier
 
 
 def test_the_variants_thresholds_are_the_runtimes() -> None:
@@ -222,6 +247,8 @@ def test_the_variants_thresholds_are_the_runtimes() -> None:
         ("kSm90StreamKMinK", STREAM_K_MIN_K),
         ("kSm90SwappedMaxM", SWAPPED_MAX_M),
         ("kSm90SwappedMinNK", SWAPPED_MIN_NK),
+        ("kSm90SwappedRowsMinNK", SWAPPED_ROWS_MIN_NK),
+        ("kSm90SwappedLoneMinNK", SWAPPED_LONE_MIN_NK),
     )
     for name, value in limits:
         match = re.search(rf"{name} = (\d+);", header)

@@ -64,11 +64,14 @@ WIDE_PAIR_MIN_N = 2048
 WIDE_PAIR_MIN_K = 2048
 SMALL_TILE_MAX_M = 128
 STREAM_K_MIN_K = 8192
-# M past the skinny tier's SKINNY_MAX_M up to which, and B's elements from which, a TN GEMM may
-# run swapped (kSkinnyMaxM, kSm90SwappedMaxM and kSm90SwappedMinNK).
+# M up to which a TN GEMM may run swapped, and B's elements from which it does past SKINNY_MAX_M,
+# at 1 < M <= SKINNY_MAX_M and (N >= K, or twice as many) at M = 1 (kSkinnyMaxM, kSm90SwappedMaxM,
+# kSm90SwappedMinNK, kSm90SwappedRowsMinNK and kSm90SwappedLoneMinNK).
 SKINNY_MAX_M = 8
 SWAPPED_MAX_M = 16
 SWAPPED_MIN_NK = 1 << 22
+SWAPPED_ROWS_MIN_NK = 1 << 21
+SWAPPED_LONE_MIN_NK = 1 << 23
 # The most SMs of an sm_90 part (H100 / H200 SXM): a call whose 64 x 64 tiles exceed two waves of
 # them never takes the small tile (the runtime's sm90_small_tile_pays).
 SM90_MAX_SMS = 132
@@ -159,20 +162,31 @@ def may_take_stream_k(r: Realization) -> bool:
     return atom is not None and _at_least(atom.params.get("k"), STREAM_K_MIN_K)
 
 
+def _swapped_min_nk(m: Expr | None) -> int:
+    """The fewest elements of B with which a call of this M may run swapped (sm90_swapped_pays)."""
+    if not isinstance(m, Const):
+        return SWAPPED_ROWS_MIN_NK
+    rows = int(m.value)
+    if rows == 1:
+        return SWAPPED_LONE_MIN_NK
+    return SWAPPED_ROWS_MIN_NK if rows <= SKINNY_MAX_M else SWAPPED_MIN_NK
+
+
 def may_take_swapped(r: Realization) -> bool:
     """Whether an sm90 GEMM call of `r` may run swapped under gemm_tile="auto": B is stored (N, K)
-    (the `_rcr` atoms), its M is not a constant outside SKINNY_MAX_M + 1 to SWAPPED_MAX_M, and some
-    member's B may hold SWAPPED_MIN_NK elements (the runtime decides per call, sm90_swapped_pays)."""
+    (the `_rcr` atoms), its M is not a constant above SWAPPED_MAX_M, and some member's B may hold
+    as many elements as that M needs (the runtime decides per call, sm90_swapped_pays)."""
     atom = _sm90_call(r)
     if atom is None or not atom.atom.endswith("_rcr"):
         return False
     m, k = atom.params.get("m"), atom.params.get("k")
-    if isinstance(m, Const) and not SKINNY_MAX_M < int(m.value) <= SWAPPED_MAX_M:
+    if isinstance(m, Const) and int(m.value) > SWAPPED_MAX_M:
         return False
     if not isinstance(k, Const):
         return True
+    least = _swapped_min_nk(m)
     return any(
-        not isinstance(member.n, Const) or int(member.n.value) * int(k.value) >= SWAPPED_MIN_NK
+        not isinstance(member.n, Const) or int(member.n.value) * int(k.value) >= least
         for member in gemm_members(atom)
     )
 
@@ -369,12 +383,13 @@ def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
             batch = mul(batch, x)
     ptrs = f"{cname(a)}, {cname(b)}, {cname(c)}"
     dims = f"{cx(batch)}, {cx(atom.params['m'])}, {cx(atom.params['n'])}, {cx(atom.params['k'])}"
+    flag = ", true" if settled else ""
     return [
         f"{{  // {atom.atom}: C = A . B, {t} operands, f32 accumulation",
         *([SETTLED_NOTE] if settled else []),
-        f"  const size_t ws_bytes_ = gemm_workspace_bytes<{layout}>({ptrs}, {dims});",
+        f"  const size_t ws_bytes_ = gemm_workspace_bytes<{layout}>({ptrs}, {dims}{flag});",
         "  DeviceScratch<unsigned char> ws_(e, static_cast<int64_t>(ws_bytes_), stream_);",
-        f"  e.cuda(gemm<{layout}>({ptrs}, {dims}, ws_.ptr, stream_{', true' if settled else ''}), {what});",
+        f"  e.cuda(gemm<{layout}>({ptrs}, {dims}, ws_.ptr, stream_{flag}), {what});",
         "}",
     ]
 

@@ -10,8 +10,10 @@
 //   skinny     16-bit dtype, M <= 8 (decode): B streamed once in 16-byte packs, K splits
 //              combined in order (rrr: N a multiple of 8; rcr: K a multiple of 8; gemm_skinny.cuh);
 //              rcr also 8 < M <= 16 with K a multiple of 32, N of 16 and N / 16 CTAs in one
-//              wave, on tensor cores, unless the module has the sm90 collective's swapped TN
-//              GEMM (TILEFOUNDRY_SM90_SWAPPED) and sm90_swapped_pays: then that tier runs it
+//              wave, on tensor cores. A TN call (rcr) that sm90_swapped_pays leaves it for the
+//              sm90 collective swapped where the module has that (TILEFOUNDRY_SM90_SWAPPED): B
+//              of 2Mi elements or more at 1 < M <= 8, of 4Mi past 8; at M = 1 a large B of a
+//              lone call whose B is not settled (the decode step's calls keep the skinny tier)
 //   mma        16-bit dtype, K, N multiples of 8, 16-byte aligned bases: mma.sync tensor cores
 //   simt       anything else (f32 always: no TF32 unless opted in): ordered FFMA K sums
 //
@@ -21,7 +23,8 @@
 // `settled` (gemm's last argument, GemmGroup::b_settled): the caller vouches that no kernel that
 // may still be running when the call starts writes B (a weight, and the launch before this one is
 // the caller's own, which writes none); the skinny (N, K) tier then reads its first packs of B
-// before the programmatic-launch wait, overlapping the kernel before it.
+// before the programmatic-launch wait, overlapping the kernel before it, so at M = 1 such a call
+// keeps that tier (gemm_workspace_bytes takes the same argument, to agree with gemm()).
 //
 // A group of GEMMs sharing A (C_s = A · B_s, same M and K; the q, k, v projections):
 //   GemmGroup<bf16> g{{Bq, Bk, Bv}, {Cq, Ck, Cv}, {Nq, Nk, Nv}, 3};
@@ -67,8 +70,11 @@ inline bool aligned_16(void const* p) { return reinterpret_cast<std::uintptr_t>(
 
 }  // namespace detail
 
+/// `skinny_first`: at M = 1 the skinny tier serves more than the streaming of B (B settled, or a
+/// group, epilogue or prologue riding on its launch), so the swapped collective does not take it.
 template <GemmLayout L = GemmLayout::rrr, class T>
-inline GemmTier gemm_tier(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K) {
+inline GemmTier gemm_tier(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
+                          bool skinny_first = false) {
   constexpr bool kBKMajor = L == GemmLayout::rcr;
   if (batch <= 0 || M <= 0 || N <= 0) return GemmTier::none;
   if (K <= 0) return GemmTier::zero;
@@ -77,7 +83,7 @@ inline GemmTier gemm_tier(T const* A, T const* B, T* C, int64_t batch, int64_t M
     bool const skinny_m = M <= detail::kSkinnyMaxM || (kBKMajor && detail::skinny_tc_fits(M, N, K));
 #if defined(TILEFOUNDRY_CUDA_GEMM_SM90)
 #if defined(TILEFOUNDRY_SM90_SWAPPED)
-    bool const swapped = kBKMajor && M > detail::kSkinnyMaxM && detail::sm90_swapped_pays(M, N, K);
+    bool const swapped = kBKMajor && detail::sm90_swapped_pays(M, N, K, skinny_first);
 #else
     bool const swapped = false;
 #endif
@@ -95,9 +101,10 @@ inline GemmTier gemm_tier(T const* A, T const* B, T* C, int64_t batch, int64_t M
 
 /// Device workspace the chosen tier needs, in bytes.
 template <GemmLayout L = GemmLayout::rrr, class T>
-inline size_t gemm_workspace_bytes(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K) {
+inline size_t gemm_workspace_bytes(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
+                                   bool settled = false) {
   constexpr bool kBKMajor = L == GemmLayout::rcr;
-  switch (gemm_tier<L>(A, B, C, batch, M, N, K)) {
+  switch (gemm_tier<L>(A, B, C, batch, M, N, K, settled)) {
 #if defined(TILEFOUNDRY_CUDA_GEMM_SM90)
     case GemmTier::sm90:
       // NOTE: only 16-bit dtypes reach this tier; the guard keeps CUTLASS from building an f32 (TF32) kernel.
@@ -115,7 +122,7 @@ template <GemmLayout L = GemmLayout::rrr, class T>
 inline cudaError_t gemm(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K, void* workspace,
                         cudaStream_t stream, bool settled = false) {
   constexpr bool kBKMajor = L == GemmLayout::rcr;
-  switch (gemm_tier<L>(A, B, C, batch, M, N, K)) {
+  switch (gemm_tier<L>(A, B, C, batch, M, N, K, settled)) {
     case GemmTier::none: return cudaSuccess;
     case GemmTier::zero: return cudaMemsetAsync(C, 0, static_cast<size_t>(batch * M * N) * sizeof(T), stream);
 #if defined(TILEFOUNDRY_CUDA_GEMM_SM90)
@@ -151,13 +158,16 @@ struct GemmGroup {
 namespace detail {
 
 /// Whether every member of `g` takes the skinny tier with B (N, K): then one launch runs them all.
-/// Past kSkinnyMaxM (tensor cores) the members' rows together must also fit one wave.
+/// Past kSkinnyMaxM (tensor cores) the members' rows together must also fit one wave. `fused`: an
+/// epilogue or prologue would ride on that launch, which (like B settled or several members) keeps
+/// M = 1 on the skinny tier (gemm_tier's skinny_first).
 template <GemmLayout L, class T>
-inline bool group_is_skinny_bt(T const* A, GemmGroup<T> const& g, int64_t M, int64_t K) {
+inline bool group_is_skinny_bt(T const* A, GemmGroup<T> const& g, int64_t M, int64_t K, bool fused) {
   if (L != GemmLayout::rcr) return false;
+  bool const skinny_first = fused || g.b_settled || g.count > 1;
   int64_t rows = 0;
   for (int s = 0; s < g.count; ++s) {
-    if (gemm_tier<L>(A, g.B[s], g.C[s], 1, M, g.N[s], K) != GemmTier::skinny) return false;
+    if (gemm_tier<L>(A, g.B[s], g.C[s], 1, M, g.N[s], K, skinny_first) != GemmTier::skinny) return false;
     rows += g.N[s];
   }
   return M <= kSkinnyMaxM || skinny_tc_fits(M, rows, K);
@@ -205,7 +215,7 @@ inline bool gemm_stages_prologue(T const* A, GemmGroup<T> const& g, int64_t M, i
     for (int s = 1; G > 0 && s < g.count; ++s) same_n = same_n && g.N[s] == g.N[0];
     return same_n && M <= detail::kSkinnyMaxM &&
            static_cast<size_t>(M * K) * sizeof(T) <= detail::kSkinnyStagedBytes &&
-           detail::group_is_skinny_bt<L>(A, g, M, K) && !detail::group_streams_bulk<G>(g, M, K);
+           detail::group_is_skinny_bt<L>(A, g, M, K, true) && !detail::group_streams_bulk<G>(g, M, K);
   }
 }
 
@@ -214,7 +224,7 @@ template <GemmLayout L = GemmLayout::rrr, class T>
 inline size_t gemm_group_workspace_bytes(T const* A, GemmGroup<T> const& g, int64_t M, int64_t K) {
   size_t most = 0;
   for (int s = 0; s < g.count; ++s) {
-    size_t const ws = gemm_workspace_bytes<L>(A, g.B[s], g.C[s], 1, M, g.N[s], K);
+    size_t const ws = gemm_workspace_bytes<L>(A, g.B[s], g.C[s], 1, M, g.N[s], K, g.b_settled);
     most = ws > most ? ws : most;
   }
   return most;
@@ -225,7 +235,7 @@ template <GemmLayout L = GemmLayout::rrr, class T, class Pro = detail::NoPrologu
 inline cudaError_t gemm_group(T const* A, GemmGroup<T> const& g, int64_t M, int64_t K, void* workspace,
                               cudaStream_t stream, Pro const& pro = {}, bool staged = false) {
   if constexpr (is_half_v<T>) {
-    if (staged || detail::group_is_skinny_bt<L>(A, g, M, K)) {
+    if (staged || detail::group_is_skinny_bt<L>(A, g, M, K, false)) {
       detail::SkinnyBtRows<T> const rows = detail::group_rows<0>(g);
       if (staged) return detail::gemm_skinny_bt_rows(A, rows, M, K, stream, pro);
       return detail::gemm_skinny_bt_rows(A, rows, M, K, stream);
@@ -250,7 +260,7 @@ inline cudaError_t gemm_epilogue(T const* A, GemmGroup<T> const& g, int64_t M, i
   if constexpr (is_half_v<T>) {
     bool same_n = g.count == G;
     for (int s = 1; s < g.count; ++s) same_n = same_n && g.N[s] == g.N[0];
-    if (staged || (same_n && detail::group_is_skinny_bt<L>(A, g, M, K))) {
+    if (staged || (same_n && detail::group_is_skinny_bt<L>(A, g, M, K, true))) {
       detail::SkinnyBtRows<T> const rows = detail::group_rows<G>(g);
       *applied = true;
       if (staged) return detail::gemm_skinny_bt_epilogue<T, G>(A, rows, M, K, epi, stream, pro);

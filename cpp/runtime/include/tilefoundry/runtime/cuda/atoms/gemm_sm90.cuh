@@ -20,6 +20,7 @@
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
 #include <tilefoundry/runtime/cuda/atoms/device_facts.cuh>
+#include <tilefoundry/runtime/cuda/atoms/gemm_skinny.cuh>
 
 // The CTA tile (M x N, K step 64); the cooperative schedule splits M across two consumer
 // warpgroups (M >= 128). Option `gemm_tile` fixes one tile for the whole module (these macros),
@@ -34,7 +35,7 @@
 // runs the calls with fewer 128 x 128 tiles than SMs that the small tile does not take
 // on CUTLASS's stream-K scheduler: CTAs share the K extent of the few tiles and add their
 // partials in a fixed order (the scheduler's deterministic reduction), so every SM streams.
-// And a module with a TN GEMM (B stored (N, K)) whose M may be 9 to kSm90SwappedMaxM
+// And a module with a TN GEMM (B stored (N, K)) whose M may be at most kSm90SwappedMaxM
 // (TILEFOUNDRY_SM90_SWAPPED) runs the calls where sm90_swapped_pays with A and B swapped
 // (Sm90GemmSwapped): B's rows on the tile's 64-row M mode, A's few rows on its N mode.
 #ifndef TILEFOUNDRY_SM90_TILE_M
@@ -213,20 +214,35 @@ inline bool sm90_wide_pair_pays(int64_t batch, int64_t M, int64_t N, int64_t K) 
          8 * tiles >= 7 * device_facts().sms;
 }
 
-// M up to which, and B's elements (N x K) from which, a TN GEMM (B stored (N, K)) runs swapped on
-// 64 x 16 ping-pong tiles with K steps of 128 (Sm90GemmSwapped) in a module built with
-// TILEFOUNDRY_SM90_SWAPPED; gemm_tier sends it only M past the skinny tier's kSkinnyMaxM. On the H200 (bench/gpu/kernels/sm90_sweep.cu
-// -DSM90_SWEEP_SKINNY, M = 16, 2026-12-03) it ran 0.91-1.09x cuBLAS on every Qwen3-1.7B and
-// Qwen3-8B projection from 4Mi elements of B, against 0.64-0.84x for the tensor-core skinny
-// kernel or the unswapped tiles (the LM heads 0.64x -> 1.05x); below, on 1.7B's kv (2Mi), the
-// skinny kernel kept 4.98 us against 5.69. 128-row tiles, K steps of 64 and stream-K all ran
-// slower there.
+// When a TN GEMM (B stored (N, K)) runs swapped on 64 x 16 ping-pong tiles with K steps of 128
+// (Sm90GemmSwapped), in a module built with TILEFOUNDRY_SM90_SWAPPED. On the H200
+// (bench/gpu/kernels/sm90_sweep.cu -DSM90_SWEEP_SKINNY, 2026-12-03, every Qwen3-1.7B and Qwen3-8B
+// projection; bench/results/sm90-sweep-skinny*.txt):
+// - 8 < M <= 16: 0.91-1.09x cuBLAS from 4Mi elements of B, against 0.64-0.84x for the tensor-core
+//   skinny kernel or the unswapped tiles (the LM heads 0.64x -> 1.05x); below, on 1.7B's kv
+//   (2Mi), the tensor-core skinny kernel kept 4.98 us against 5.69. 128-row tiles, K steps of 64
+//   and stream-K all ran slower.
+// - 1 < M <= 8: the register skinny kernel's cost grows with M (1.7B kv: 4.3 us at M = 1, 15.7 at
+//   M = 8, 0.23-0.52x cuBLAS there) while the swapped tile's does not (0.89-1.10x at M = 8, 1.7B
+//   kv 5.59 us), so it serves every B from 2Mi elements.
+// - M = 1: the swapped tile beat the skinny kernel on B of 8Mi elements with N >= K (1.7B gate_up
+//   9.56 against 14.67 us) and on every B of 16Mi or more (8B q 11.8 / 16.4, 8B down 27.3 / 33.9,
+//   the LM heads 143 / 154 and 279 / 295), and lost on 1.7B's down (12.6Mi, K = 6144: 11.72
+//   against 11.22), its q (5.98 / 5.80) and the kv rows. That is a lone call with B not settled;
+//   a call whose launch carries more (`skinny_first`: B settled, read before the PDL wait, or a
+//   group, epilogue or prologue riding on one launch) keeps the skinny kernel, which the decode
+//   step is tuned around.
 inline constexpr int64_t kSm90SwappedMaxM = 16;
-inline constexpr int64_t kSm90SwappedMinNK = 4194304;  // 4Mi: 8 MB of bf16
+inline constexpr int64_t kSm90SwappedMinNK = 4194304;      // 4Mi (8 MB of bf16): 8 < M <= 16
+inline constexpr int64_t kSm90SwappedRowsMinNK = 2097152;  // 2Mi: 1 < M <= 8
+inline constexpr int64_t kSm90SwappedLoneMinNK = 8388608;  // 8Mi, with N >= K; 16Mi with any N: M = 1
 
-/// Whether the swapped TN GEMM serves the problem (B stored (N, K)).
-inline bool sm90_swapped_pays(int64_t M, int64_t N, int64_t K) {
-  return M <= kSm90SwappedMaxM && N * K >= kSm90SwappedMinNK;
+/// Whether the swapped TN GEMM serves the problem (B stored (N, K)); `skinny_first` per the note above.
+inline bool sm90_swapped_pays(int64_t M, int64_t N, int64_t K, bool skinny_first = false) {
+  int64_t const nk = N * K;
+  if (M == 1) return !skinny_first && nk >= kSm90SwappedLoneMinNK && (N >= K || nk >= 2 * kSm90SwappedLoneMinNK);
+  if (M <= kSkinnyMaxM) return nk >= kSm90SwappedRowsMinNK;
+  return M <= kSm90SwappedMaxM && nk >= kSm90SwappedMinNK;
 }
 
 /// `f(Sm90Gemm<...>{})` with the collective that serves the problem; fits, workspace and run ask
