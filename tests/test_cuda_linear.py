@@ -2,12 +2,12 @@
 
 Planning drops the transpose copy of w when the target has a GEMM atom reading B K-major (cuda
 has one per tier; the cpu target has none, so its program is unchanged). nvcc builds the module
-here (one translation unit with the sm90 collective, cached for the module); on a GPU every
-tier of the K-major atom is checked against torch: sm90 collective (swapped at short M) and skinny
-(M = 1 with B settled or an epilogue on the launch) in the default build, mma.sync and skinny in an sm_80 build, SIMT for K off 8 and for f32. `wide` (N = 4096,
-K = 8192) makes the default build hold the sm90 collective's 128 x 256 tile and its stream-K
-scheduler too (gemm_tile="auto"), so the one nvcc build covers all three, and the GPU test sees
-each call take the kernel it asks for.
+here (one translation unit with the sm90 collective, cached for the module); on a GPU every tier
+of the K-major atom is checked against torch: the sm90 collective (swapped at short M) and skinny
+(M = 1 with B settled or an epilogue on the launch) in the default build, mma.sync and skinny in
+an sm_80 build, SIMT for K off 8 and for f32. `wide` (N = 4096, K = 8192) makes the default build
+hold the sm90 collective's 128 x 256 tile and its stream-K scheduler too (gemm_tile="auto"), so the
+one nvcc build covers all three, and the GPU test sees each call take the kernel it asks for.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 //
 // Default build, the M = 128 projections of Qwen3-1.7B and Qwen3-8B (B stored (N, K) as HF
 // linears store it), where a 128 x 128 data-parallel grid has only N / 128 tiles for 132 SMs
-// (bench.gpu, 2026-11-30: 0.38-0.67x cuBLAS where K <= 6144). Variants: the data-parallel grid at
-// 128 x 128, 128 x 64, and 64 x 128 / 64 x 64 with the ping-pong schedule; CUTLASS's stream-K
-// scheduler by its own heuristic and as plain split-K with S = 2, 4, 8 (ordered reduction; S = 4
-// also unordered, to price the order).
+// (bench.gpu, 2026-11-30: 0.38-0.67x cuBLAS where K <= 6144). Variants: 128 x 64 data-parallel and
+// 64 x 64 ping-pong (what the runtime runs there), and the swapped TN GEMM on 64-row tiles of B
+// with 16, 32, 64 or 128 rows of A a tile (the fifth session's 128 x 128, 64 x 128, stream-K and
+// split-K variants lost everywhere and are gone).
 //
 // Built with -DSM90_SWEEP_LARGE, the compute-bound rows bench.gpu holds below 0.95x cuBLAS
 // (2026-11-30, third session: 0.92-0.93x at 4096^3, 8192^3 and Qwen3-8B's gate_up at M = 2048):
@@ -377,23 +377,24 @@ int main() {
       {"8b q", 128, 4096, 4096, true},        {"8b kv", 128, 1024, 4096, true},
       {"8b gate_up", 128, 12288, 4096, true}, {"8b down", 128, 4096, 12288, true},
   };
-  using DataParallel = Sm90Gemm<T, true>;
-  using StreamK = Sm90Gemm<T, true, 128, 128, cutlass::gemm::StreamKScheduler>;
   using Narrow = Sm90Gemm<T, true, 128, 64>;
-  using Pingpong = Sm90Gemm<T, true, 64, 128, void, true>;
   using PingpongSmall = Sm90Gemm<T, true, 64, 64, void, true>;
+  // The swapped TN GEMM (C^T = B . A^T): B's rows on the tile's 64-row M mode, A's 128 rows on its
+  // N mode in 16 to 128-row slices, so a short N still gives every SM tiles (the 2026-11-30 verdicts
+  // on the unswapped tiles and split-K are in bench/results/sm90-sweep-m128-nvidia-h200-2026-11-30.txt).
+  using Swapped16 = Sm90GemmSwapped<T, 64, 16, 128, void, true>;
+  using Swapped32 = Sm90GemmSwapped<T, 64, 32, 128, void, true>;
+  using Swapped64 = Sm90GemmSwapped<T, 64, 64, 128, void, true>;
+  using Swapped32K64 = Sm90GemmSwapped<T, 64, 32, 64, void, true>;
+  using Swapped128 = Sm90GemmSwapped<T, 64, 128, 64, void, true>;
   sweep(shapes, [](Problem& p, T* ref, double blas_us, cudaStream_t st) {
-    run_variant<DataParallel>("128x128 data-parallel", p, {}, ref, blas_us, st);
     run_variant<Narrow>("128x64 data-parallel", p, {}, ref, blas_us, st);
-    run_variant<Pingpong>("64x128 ping-pong", p, {}, ref, blas_us, st);
     run_variant<PingpongSmall>("64x64 ping-pong", p, {}, ref, blas_us, st);
-    run_variant<StreamK>("stream-K heuristic", p, {}, ref, blas_us, st);
-    for (int splits : {2, 4, 8}) {
-      char label[32];
-      std::snprintf(label, sizeof label, "split-K %d ordered", splits);
-      run_variant<StreamK>(label, p, {splits, true}, ref, blas_us, st);
-    }
-    run_variant<StreamK>("split-K 4 unordered", p, {4, false}, ref, blas_us, st);
+    run_variant<Swapped16>("swapped 64x16 k128 pp", p, {}, ref, blas_us, st);
+    run_variant<Swapped32>("swapped 64x32 k128 pp", p, {}, ref, blas_us, st);
+    run_variant<Swapped32K64>("swapped 64x32 k64 pp", p, {}, ref, blas_us, st);
+    run_variant<Swapped64>("swapped 64x64 k128 pp", p, {}, ref, blas_us, st);
+    run_variant<Swapped128>("swapped 64x128 k64 pp", p, {}, ref, blas_us, st);
   });
   return 0;
 }
