@@ -260,6 +260,26 @@ def test_settled_and_fused_calls_keep_the_skinny_tier_at_one_row_on_gpu(linked) 
 
 
 @pytest.mark.gpu
+def test_mid_m_runs_the_swapped_collective_where_its_tiles_are_one_wave_on_gpu(linked) -> None:
+    """`gated` (two 1024 x 2048 members) at M = 32 and 128 runs each member on the 64 x 32 swapped
+    tile (16 x 4 = 64 tiles at M = 128, sm90_swapped_mid_pays) and its epilogue as a kernel of its
+    own, matching the evaluator: one ping-pong CUTLASS kernel, not the 64 x 16 one `linear` runs at
+    M = 16 nor the 64 x 64 one it runs at M = 128, where 64 x 32 tiles would be 384 (three waves)."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the sm90 collective runs on sm_90 only")
+    gated = Linears.functions["gated"]
+    mid = []
+    for n in (32, 128):
+        names = _kernels(linked, gated, n)
+        assert len(names) == 3 and sum("Pingpong" in k for k in names) == 2, (n, names)
+        mid.append({k for k in names if "Pingpong" in k})
+    assert len(mid[0]) == 1 and mid[0] == mid[1]
+    for m in (16, 128):
+        other = _cutlass_kernels(linked, "linear", m, 2048, 6144)
+        assert len(other) == 1 and "Pingpong" in next(iter(other)) and other != mid[0], m
+
+
+@pytest.mark.gpu
 def test_k_off_eight_and_f32_take_the_k_major_simt_tier_on_gpu(linked) -> None:
     """K = 20 (bf16) and f32 run the ordered FFMA tier reading B (N, K), ragged M included."""
     _check(linked, "ragged", (1, 7, 64, 300), _make_ragged)

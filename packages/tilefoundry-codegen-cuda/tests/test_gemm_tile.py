@@ -15,6 +15,7 @@ from tilefoundry.codegen.cuda.gemm_atom import (
     STREAM_K_MIN_K,
     SWAPPED_LONE_MIN_NK,
     SWAPPED_MAX_M,
+    SWAPPED_MID_MAX_M,
     SWAPPED_MIN_NK,
     SWAPPED_ROWS_MIN_NK,
     WIDE_PAIR_MIN_K,
@@ -32,6 +33,7 @@ PAIR = "#define TILEFOUNDRY_SM90_WIDE_PAIR 1\n"
 STREAM_K = "#define TILEFOUNDRY_SM90_STREAM_K 1\n"
 SMALL = "#define TILEFOUNDRY_SM90_SMALL_TILE 1\n"
 SWAPPED = "#define TILEFOUNDRY_SM90_SWAPPED 1\n"
+SWAPPED_MID = "#define TILEFOUNDRY_SM90_SWAPPED_MID 1\n"
 ATOMS = Path(__file__).resolve().parents[3] / "cpp/runtime/include/tilefoundry/runtime/cuda/atoms"
 SM90_HEADER = ATOMS / "gemm_sm90.cuh"
 
@@ -83,6 +85,11 @@ def tall(x: Tensor[(256, 2048), bf16], w: ConstTensor[(2048, 2048), bf16]):
 
 @func
 def short_m(x: Tensor[(128, 2048), bf16], w: ConstTensor[(2048, 2048), bf16]):
+    return x @ tf.transpose(w, (1, 0))
+
+
+@func
+def short_m_wide(x: Tensor[(128, 2048), bf16], w: ConstTensor[(6144, 2048), bf16]):
     return x @ tf.transpose(w, (1, 0))
 
 
@@ -234,6 +241,27 @@ def test_the_swapped_gemm_runs_where_it_pays() -> None:
     assert "bool const skinny_first = fused || g.b_settled || g.count > 1;" in tier
 
 
+def test_auto_adds_the_mid_swapped_gemm_where_its_tiles_may_be_one_wave(cuda_source) -> None:
+    """Under "auto" a module gets the 64 x 32 swapped TN collective when a GEMM with B stored (N, K)
+    may run at 16 < M <= 128 with its tiles (N / 64 times M / 32) one wave of an H200's SMs at most:
+    M = 128 with N = 2048 (128 tiles), a DimVar M with N up to 8448; not M = 128 with N = 6144 (384
+    tiles), N = 20480, a constant M of 16 or 256, B (K, N) or a fixed tile."""
+    for fn in (short_m, square_2048, narrow_n, proj, wide):
+        assert SWAPPED_MID in cuda_source(fn), fn.name
+    for fn in (short_m_wide, very_wide, sixteen_rows, tall, row_major_b):
+        assert SWAPPED_MID not in cuda_source(fn), fn.name
+    assert SWAPPED_MID not in cuda_source(short_m, {"gemm_tile": "128x128"})
+    header = SM90_HEADER.read_text()
+    branch = header[header.index("#if defined(TILEFOUNDRY_SM90_SWAPPED_MID)") :]
+    branch = branch[: branch.index("#endif")]
+    call = "if (sm90_swapped_mid_pays(batch, M, N)) return f(Sm90GemmSwapped<T, 64, 32, 128, void, true>{});"
+    assert call in branch
+    small = header.index("#if defined(TILEFOUNDRY_SM90_SMALL_TILE)")
+    assert header.index("#if defined(TILEFOUNDRY_SM90_SWAPPED_MID)") < small
+    pays = header[header.index("inline bool sm90_swapped_mid_pays(") :]
+    assert "batch * ((N + 63) / 64) * ((M + 31) / 32) <= device_facts().sms;" in pays[: pays.index("\n}\n")]
+
+
 def test_the_variants_thresholds_are_the_runtimes() -> None:
     """The code generator instantiates the wide tile, the small tile, stream-K and the swapped GEMM
     for exactly the M, N and K the runtime may use them at."""
@@ -247,6 +275,7 @@ def test_the_variants_thresholds_are_the_runtimes() -> None:
         ("kSm90StreamKMinK", STREAM_K_MIN_K),
         ("kSm90SwappedMaxM", SWAPPED_MAX_M),
         ("kSm90SwappedMinNK", SWAPPED_MIN_NK),
+        ("kSm90SwappedMidMaxM", SWAPPED_MID_MAX_M),
         ("kSm90SwappedRowsMinNK", SWAPPED_ROWS_MIN_NK),
         ("kSm90SwappedLoneMinNK", SWAPPED_LONE_MIN_NK),
     )

@@ -303,8 +303,8 @@ def _sm90_tile_defines(
 ) -> list[str]:
     """The macros that set the collective's variants (atoms/gemm_sm90.cuh): a fixed tile other than
     the collective's own 128 x 128, or under "auto" the 128 x 256 (as a 2 x 1 cluster under
-    `auto_cluster`), 64 x 64, stream-K and swapped variants where a GEMM may take them (each is one
-    more CUTLASS instantiation to compile)."""
+    `auto_cluster`), 64 x 64, stream-K and swapped (64 x 16 and 64 x 32) variants where a GEMM may
+    take them (each is one more CUTLASS instantiation to compile)."""
     if tile is not None:
         if tile == (128, 128):
             return []
@@ -321,6 +321,8 @@ def _sm90_tile_defines(
         defines.append("#define TILEFOUNDRY_SM90_STREAM_K 1")
     if any(gemm_atom.may_take_swapped(r) for r in called):
         defines.append("#define TILEFOUNDRY_SM90_SWAPPED 1")
+    if any(gemm_atom.may_take_swapped_mid(r) for r in called):
+        defines.append("#define TILEFOUNDRY_SM90_SWAPPED_MID 1")
     return defines
 
 

@@ -72,6 +72,9 @@ SWAPPED_MAX_M = 16
 SWAPPED_MIN_NK = 1 << 22
 SWAPPED_ROWS_MIN_NK = 1 << 21
 SWAPPED_LONE_MIN_NK = 1 << 23
+# M up to which a TN GEMM may run on 64 x 32 swapped tiles past SWAPPED_MAX_M, while they are one
+# wave of SM90_MAX_SMS at most (kSm90SwappedMidMaxM, sm90_swapped_mid_pays).
+SWAPPED_MID_MAX_M = 128
 # The most SMs of an sm_90 part (H100 / H200 SXM): a call whose 64 x 64 tiles exceed two waves of
 # them never takes the small tile (the runtime's sm90_small_tile_pays).
 SM90_MAX_SMS = 132
@@ -187,6 +190,27 @@ def may_take_swapped(r: Realization) -> bool:
     least = _swapped_min_nk(m)
     return any(
         not isinstance(member.n, Const) or int(member.n.value) * int(k.value) >= least
+        for member in gemm_members(atom)
+    )
+
+
+def may_take_swapped_mid(r: Realization) -> bool:
+    """Whether an sm90 GEMM call of `r` may run on 64 x 32 swapped tiles under gemm_tile="auto": B is
+    stored (N, K), its M is not a constant outside SWAPPED_MAX_M + 1 to SWAPPED_MID_MAX_M, and some
+    member's N is not a constant whose 64-row tiles, times M's 32-row slices (at the least M), exceed
+    one wave of SM90_MAX_SMS (the runtime decides per call, sm90_swapped_mid_pays)."""
+    atom = _sm90_call(r)
+    if atom is None or not atom.atom.endswith("_rcr"):
+        return False
+    m = atom.params.get("m")
+    least = SWAPPED_MAX_M + 1
+    if isinstance(m, Const):
+        least = int(m.value)
+        if not SWAPPED_MAX_M < least <= SWAPPED_MID_MAX_M:
+            return False
+    slices = -(-least // 32)
+    return any(
+        not (isinstance(member.n, Const) and -(-int(member.n.value) // 64) * slices > SM90_MAX_SMS)
         for member in gemm_members(atom)
     )
 

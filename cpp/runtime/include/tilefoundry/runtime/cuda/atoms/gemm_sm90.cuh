@@ -37,7 +37,9 @@
 // partials in a fixed order (the scheduler's deterministic reduction), so every SM streams.
 // And a module with a TN GEMM (B stored (N, K)) whose M may be at most kSm90SwappedMaxM
 // (TILEFOUNDRY_SM90_SWAPPED) runs the calls where sm90_swapped_pays with A and B swapped
-// (Sm90GemmSwapped): B's rows on the tile's 64-row M mode, A's few rows on its N mode.
+// (Sm90GemmSwapped): B's rows on the tile's 64-row M mode, A's few rows on its N mode; one whose M
+// may be past that up to kSm90SwappedMidMaxM (TILEFOUNDRY_SM90_SWAPPED_MID), the calls where
+// sm90_swapped_mid_pays on 64 x 32 swapped tiles, before the 64 x 64 tile.
 #ifndef TILEFOUNDRY_SM90_TILE_M
 #define TILEFOUNDRY_SM90_TILE_M 128
 #endif
@@ -245,6 +247,23 @@ inline bool sm90_swapped_pays(int64_t M, int64_t N, int64_t K, bool skinny_first
   return M <= kSm90SwappedMaxM && nk >= kSm90SwappedMinNK;
 }
 
+// M past kSm90SwappedMaxM up to which a TN GEMM runs swapped on 64 x 32 ping-pong tiles with K steps
+// of 128 (TILEFOUNDRY_SM90_SWAPPED_MID) when those tiles are one wave at most: 64 rows of B by 32 of
+// A a tile, each B tile streamed once per 32 rows of A. On the H200 (bench/gpu/kernels/sm90_sweep.cu,
+// M = 128, 2026-12-04) it ran Qwen3-1.7B's q 1.01x cuBLAS (64 x 64 ping-pong: 0.90x), kv 0.99x
+// (0.85x), down 1.10x (0.93x) and Qwen3-8B's kv 0.95x (0.78x), 64-128 tiles each; where its tiles
+// took two waves or more (8B q: 256, 1.7B gate_up: 384) it lost to the 64 x 64 tile (0.87x against
+// 1.00x, 0.74x against 0.76x). 16 rows of A a tile ran kv alike and lost elsewhere; 64 and 128 lost.
+// Smaller M was not measured; a 64 x 32 tile there streams B as the 64 x 16 one does at M = 16.
+inline constexpr int64_t kSm90SwappedMidMaxM = 128;
+
+/// Whether the 64 x 32 swapped TN GEMM serves the problem: kSm90SwappedMaxM < M <= kSm90SwappedMidMaxM
+/// with at most one wave of its tiles.
+inline bool sm90_swapped_mid_pays(int64_t batch, int64_t M, int64_t N) {
+  if (M <= kSm90SwappedMaxM || M > kSm90SwappedMidMaxM) return false;
+  return batch * ((N + 63) / 64) * ((M + 31) / 32) <= device_facts().sms;
+}
+
 /// `f(Sm90Gemm<...>{})` with the collective that serves the problem; fits, workspace and run ask
 /// it in turn, so all three agree.
 template <class T, bool BKMajor, class F>
@@ -252,6 +271,11 @@ inline decltype(auto) with_sm90_gemm(int64_t batch, int64_t M, int64_t N, int64_
 #if defined(TILEFOUNDRY_SM90_SWAPPED)
   if constexpr (BKMajor) {
     if (sm90_swapped_pays(M, N, K)) return f(Sm90GemmSwapped<T, 64, 16, 128, void, true>{});
+  }
+#endif
+#if defined(TILEFOUNDRY_SM90_SWAPPED_MID)
+  if constexpr (BKMajor) {
+    if (sm90_swapped_mid_pays(batch, M, N)) return f(Sm90GemmSwapped<T, 64, 32, 128, void, true>{});
   }
 #endif
 #if defined(TILEFOUNDRY_SM90_WIDE_PAIR)
