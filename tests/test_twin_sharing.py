@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
 import tilefoundry
@@ -46,5 +48,47 @@ def test_identical_layers_compile_once(monkeypatch) -> None:
     assert calls == ["layers.0"]
     reading = Stack.load(DictResource(weights))
     x = torch.randn(5, 16)
+    report = check(compiled, reading, (x,), expect={"output": [rel_l2(max=1e-5)]})
+    assert report.passed, str(report)
+
+
+@module(entry="head")
+class Head:
+    @func
+    def head(x: Tensor[(T, 16), f32], w: ConstTensor[(16, 4), f32]) -> Tensor[(T, 4), f32]:
+        return x @ w
+
+
+@module()
+class HeadedStack:
+    layers = (Block, Block)
+    out = Head
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer.block(x)
+        return self.out.head(x)
+
+
+def test_distinct_nodes_compile_side_by_side(monkeypatch) -> None:
+    """The layers' node and the head's are two libraries built at once (each compile waits until
+    both have started: built one after the other, the wait would time out), and the twin computes
+    what the semantic module reads."""
+    started = threading.Barrier(2, timeout=60)
+    calls: list[str] = []
+    real = jit_module.compile
+
+    def meeting(node, **kw):
+        calls.append(node.name)
+        started.wait()
+        return real(node, **kw)
+
+    monkeypatch.setattr(jit_module, "compile", meeting)
+    torch.manual_seed(1)
+    weights = {f"layers.{i}.w": torch.randn(16, 16) / 4 for i in range(2)} | {"out.w": torch.randn(16, 4)}
+    compiled = tilefoundry.twin(HeadedStack, target="cpu").load(DictResource(weights))
+    assert sorted(calls) == ["layers.0", "out"]
+    reading = HeadedStack.load(DictResource(weights))
+    x = torch.randn(7, 16)
     report = check(compiled, reading, (x,), expect={"output": [rel_l2(max=1e-5)]})
     assert report.passed, str(report)

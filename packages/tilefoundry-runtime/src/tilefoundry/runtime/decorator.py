@@ -69,7 +69,7 @@ def runtime_module(sem: Module) -> Callable[[type], type[RuntimeModule]]:
         raise TypeError(
             f"@runtime_module takes the semantic Module instance, got {type(sem).__name__} {sem!r}"
         )
-    for kind, names in (("function", sem.functions), ("child", _child_groups(sem)), ("method", sem.methods)):
+    for kind, names in (("function", sem.functions), ("child", child_groups(sem)), ("method", sem.methods)):
         clash = [n for n in names if n in RESERVED]
         if clash:
             raise TypeError(
@@ -84,7 +84,7 @@ def runtime_module(sem: Module) -> Callable[[type], type[RuntimeModule]]:
     return deco
 
 
-def _child_groups(mod: Module) -> dict[str, list[Module]]:
+def child_groups(mod: Module) -> dict[str, list[Module]]:
     """Child attribute name -> its child Modules: `layers.0`, `layers.1` group under `layers`."""
     groups: dict[str, list[Module]] = {}
     for c in mod.children:
@@ -110,7 +110,7 @@ def _twin_class(sem: Module, cls: type) -> type[RuntimeModule]:
             f"(e.g. a @runtime_module result) — the generated __init__ builds one per child with ir="
         )
     _same_names(where, "kernel", kernels, sem.functions, "functions")
-    groups = _child_groups(sem)
+    groups = child_groups(sem)
     _same_names(where, "child attribute", children, groups, "children")
     for name, spec in children.items():
         _check_child_spec(where, name, spec, len(groups[name]))
@@ -267,8 +267,8 @@ class _Twin(RuntimeModule):
         where = f"{type(self).__name__}(ir={getattr(ir, 'name', ir)!r})"
         if not isinstance(ir, Module):
             raise TypeError(f"{where}: ir must be a Module, got {type(ir).__name__}")
-        groups = _child_groups(ir)
-        want = {n: len(cs) for n, cs in _child_groups(self._sem).items()}
+        groups = child_groups(ir)
+        want = {n: len(cs) for n, cs in child_groups(self._sem).items()}
         if set(ir.functions) != set(self._sem.functions) or {n: len(cs) for n, cs in groups.items()} != want:
             raise TypeError(
                 f"{where}: ir has functions ({', '.join(ir.functions)}) and children "

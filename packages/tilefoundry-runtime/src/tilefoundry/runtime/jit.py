@@ -23,6 +23,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from tilefoundry.ir.tile.stmt import Program
 from tilefoundry.ir.types import TensorType
 
 from .abi import ABI_VERSION, EntryABI, ParamABI
-from .decorator import runtime_module
+from .decorator import child_groups, runtime_module
 from .loader import CompiledFunction, CompiledModule, LinkedModule, load_linked_module
 from .module import RuntimeModule
 
@@ -204,32 +205,43 @@ jit.cache_clear = _cache_clear  # type: ignore[attr-defined]
 jit.cache_info = _cache_info  # type: ignore[attr-defined]
 
 
-def _child_groups(mod: Module) -> dict[str, list[Module]]:
-    groups: dict[str, list[Module]] = {}
-    for c in mod.children:
-        head, _, tail = c.name.rpartition(".")
-        groups.setdefault(head if head and tail.isdigit() else c.name, []).append(c)
-    return groups
-
-
 def _functions_key(node: Module, target: str, options: Mapping[str, Any] | None) -> str:
     """What a node's library depends on: its functions' text, not the node's name or place."""
     texts = [function_text(fn) for fn in node.functions.values()]
     return hashlib.sha256("\n".join([*texts, target, options_text(options)]).encode()).hexdigest()
 
 
+def _distinct_nodes(node: Module, target: str, options: Mapping[str, Any] | None) -> dict[str, Module]:
+    """Each node of the tree that has functions, once per functions key (first in tree order)."""
+    nodes: dict[str, Module] = {}
+    if node.functions:
+        nodes[_functions_key(node, target, options)] = node
+    for c in node.children:
+        for key, n in _distinct_nodes(c, target, options).items():
+            nodes.setdefault(key, n)
+    return nodes
+
+
+def _compile_nodes(
+    nodes: Mapping[str, Module], target: str, options: Mapping[str, Any] | None
+) -> dict[str, LinkedModule]:
+    """Each node compiled once, side by side: a model's root and its layer node are separate
+    libraries whose compilers (nvcc: minutes each) need not wait for one another."""
+    with ThreadPoolExecutor(max_workers=max(1, min(len(nodes), os.cpu_count() or 1))) as pool:
+        futures = {k: pool.submit(compile, node, target=target, options=options) for k, node in nodes.items()}
+        return {k: future.result() for k, future in futures.items()}
+
+
 def _twin_class(
-    node: Module, target: str, options: Mapping[str, Any] | None, built: dict[str, LinkedModule]
+    node: Module, target: str, options: Mapping[str, Any] | None, built: Mapping[str, LinkedModule]
 ) -> type[RuntimeModule]:
     ns: dict[str, Any] = {}
     if node.functions:
-        # NOTE: the 28 decoder layers of a model are one library: compile each distinct node once.
-        key = _functions_key(node, target, options)
-        if key not in built:
-            built[key] = compile(node, target=target, options=options)
+        # NOTE: the 28 decoder layers of a model are one library, compiled once (_distinct_nodes).
+        linked = built[_functions_key(node, target, options)]
         for name, fn in node.functions.items():
-            ns[name] = CompiledFunction(load_linked_module(built[key], name), fn.returns_tuple)
-    for group, children in _child_groups(node).items():
+            ns[name] = CompiledFunction(load_linked_module(linked, name), fn.returns_tuple)
+    for group, children in child_groups(node).items():
         classes = tuple(_twin_class(c, target, options, built) for c in children)
         ns[group] = classes if children[0].name != group else classes[0]
     return runtime_module(node)(builtins.type(f"Compiled_{node.name.replace('.', '_')}", (), ns))
@@ -241,8 +253,9 @@ def twin(
     """A runtime twin of `sem` whose every function is compiled for `target`.
 
     Load it like any twin (`twin(sem, target="cpu").load(resource)`) and check it against the
-    semantic side with `check`. Each module node compiles to one library; identical nodes reuse
-    the on-disk build.
+    semantic side with `check`. Each module node compiles to one library, the distinct ones side by
+    side in threads (a model's root and its layers: two nvcc runs at once); identical nodes share
+    one build.
 
     Raises:
         PlanError: an undeclared option or a refused value, before anything compiles.
@@ -250,4 +263,5 @@ def twin(
     mod = _as_module(sem, "twin")
     # NOTE: checked here too, since a tree of modules without functions compiles nothing.
     get_target(target).check_options(options or {})
-    return _twin_class(mod, target, options, {})()
+    built = _compile_nodes(_distinct_nodes(mod, target, options), target, options)
+    return _twin_class(mod, target, options, built)()
