@@ -280,6 +280,24 @@ def test_mid_m_runs_the_swapped_collective_where_its_tiles_are_one_wave_on_gpu(l
 
 
 @pytest.mark.gpu
+def test_an_activation_off_16_bytes_takes_the_simt_tier_on_gpu(linked) -> None:
+    """x a view 2 bytes past a 16-byte boundary: no TMA box may start there, so M = 4 and 64 (the
+    swapped and the 64 x 64 collective when aligned) run the K-major SIMT tier, matching torch."""
+    body = CompiledFunction(load_linked_module(linked, "linear"), False)
+    gen = torch.Generator().manual_seed(17)
+    w = (torch.randn(6144, 2048, generator=gen) / 45).to(torch.bfloat16).cuda()
+    for n in (4, 64):
+        flat = torch.randn(n * 2048 + 1, generator=gen).to(torch.bfloat16).cuda()
+        x = flat[1:].view(n, 2048)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            y = body(x, w)
+            torch.cuda.synchronize()
+        names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        assert names and not any("Pingpong" in k or "gemm_skinny" in k for k in names), (n, names)
+        torch.testing.assert_close(y.float(), _torch_linear(x, w).float(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
 def test_k_off_eight_and_f32_take_the_k_major_simt_tier_on_gpu(linked) -> None:
     """K = 20 (bf16) and f32 run the ordered FFMA tier reading B (N, K), ragged M included."""
     _check(linked, "ragged", (1, 7, 64, 300), _make_ragged)

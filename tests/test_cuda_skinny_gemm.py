@@ -71,8 +71,10 @@ def test_gemms_sharing_a_are_one_grouped_call(built) -> None:
 
 @pytest.mark.gpu
 def test_grouped_projections_match_evaluator_on_gpu(built) -> None:
-    """M = 1..8 run all three members in one skinny launch (rows end to end); 9, 12 and 16 one GEMM
-    each (v's 520 rows are not whole 16-row tiles: q and k run the tensor-core kernel, v the tiled tier)."""
+    """M = 1 runs all three members in one skinny launch (rows end to end), as M = 2..8 do where the
+    module has no swapped collective; on sm_90, q's 2Mi elements of B run it swapped there and k
+    and v one skinny launch each. 9, 12 and 16 run one GEMM each (v's 520 rows are not whole 16-row
+    tiles: q and k run the tensor-core kernel, v the tiled tier)."""
     cat.check_compiled(built[0], projections, (1, 2, 3, 5, 8, 9, 12, 16), device="cuda", tolerance=TOLERANCE,
                        make=_make_projections)
 
@@ -267,9 +269,11 @@ def test_a_staged_layer_norm_prologue_matches_evaluator_on_gpu(built) -> None:
 @pytest.mark.parametrize("offset", [0, 1])
 def test_gemm_prologues_match_evaluator_on_gpu(built, offset: int) -> None:
     """M = 1..8 fold each norm into the skinny kernel's K loop (K = 4096 only up to M = 6, the
-    rows a CTA could stage: then the norm kernel runs and the skinny launch reads A); 9 and 16 run
-    the norm kernels, then the tensor-core skinny kernel (k's 136 rows, not whole 16-row tiles: the
-    tiled tier). offset 1: the activations sit off 16-byte alignment, so the norm kernels run."""
+    rows a CTA could stage: then the norm kernel runs and the skinny launch reads A), but for
+    gate/up on sm_90 past M = 1: its members' 2Mi elements of B run the swapped collective behind
+    the norm kernel, with the epilogue as a kernel of its own. 9 and 16 run the norm kernels, then
+    the tensor-core skinny kernel (k's 136 rows, not whole 16-row tiles: the tiled tier). offset 1:
+    the activations sit off 16-byte alignment, so the norm kernels run."""
     linked, _ = built
     sizes = (1, 2, 3, 5, 6, 7, 8, 9, 16)
     cat.check_compiled(linked, normed_projections, sizes, device="cuda", tolerance=TOLERANCE,

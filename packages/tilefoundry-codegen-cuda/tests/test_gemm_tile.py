@@ -237,7 +237,7 @@ def test_the_swapped_gemm_runs_where_it_pays() -> None:
     assert "if (M <= kSkinnyMaxM) return nk >= kSm90SwappedRowsMinNK;" in pays
     tier = (ATOMS / "gemm.cuh").read_text()
     assert "kBKMajor && detail::sm90_swapped_pays(M, N, K, skinny_first)" in tier
-    assert "if ((!skinny_m || swapped) && detail::device_facts().major == 9" in tier
+    assert "if ((!skinny_m || swapped) && aligned && detail::device_facts().major == 9" in tier
     assert "bool const skinny_first = fused || g.b_settled || g.count > 1;" in tier
 
 

@@ -87,7 +87,9 @@ inline GemmTier gemm_tier(T const* A, T const* B, T* C, int64_t batch, int64_t M
 #else
     bool const swapped = false;
 #endif
-    if ((!skinny_m || swapped) && detail::device_facts().major == 9 &&
+    // TMA boxes start at 16-byte aligned addresses only: a base off that (a view into a flat
+    // buffer) leaves the collective, as it leaves the skinny and mma.sync tiers.
+    if ((!skinny_m || swapped) && aligned && detail::device_facts().major == 9 &&
         detail::sm90_gemm_fits<T, kBKMajor>(A, B, C, batch, M, N, K)) {
       return GemmTier::sm90;
     }
