@@ -20,6 +20,10 @@
 // and on the stream-K scheduler by its heuristic and as split-K with S = 2, 4; then the same
 // projections at M = 8 and 1 (the skinny tier's) against the chosen 64 x 16 tile and a 64 x 8 one.
 //
+// Built with -DSM90_SWEEP_MID, both models' projections at M = 32, 64 and 128: what the runtime runs
+// (every variant "auto" may take there built in) against cuBLAS, and the wide-N rows' tiles as
+// clusters sharing B by multicast.
+//
 // Each call is captured as the runtime runs it (gemm_sm90: initialize, which clears the
 // scheduler's workspace, then run) into a CUDA graph of 20 calls that rotate through copies of B
 // larger than L2; operands are random. Prints us per call (median of 7 replays), the B stream's
@@ -46,9 +50,14 @@
 
 #define TILEFOUNDRY_SM90_TILE_M 128
 #define TILEFOUNDRY_SM90_TILE_N 128
-#if defined(SM90_SWEEP_SKINNY)
+#if defined(SM90_SWEEP_SKINNY) || defined(SM90_SWEEP_MID)
 #define TILEFOUNDRY_CUDA_GEMM_SM90
 #define TILEFOUNDRY_SM90_SMALL_TILE
+#if defined(SM90_SWEEP_MID)  // every variant "auto" may take below M = 256
+#define TILEFOUNDRY_SM90_SWAPPED
+#define TILEFOUNDRY_SM90_SWAPPED_MID
+#define TILEFOUNDRY_SM90_STREAM_K
+#endif
 #include <tilefoundry/runtime/cuda/atoms/gemm.cuh>
 #else
 #include <tilefoundry/runtime/cuda/atoms/gemm_sm90.cuh>
@@ -258,7 +267,7 @@ void sweep(std::vector<Shape> const& shapes, F&& variants) {
   }
 }
 
-#if defined(SM90_SWEEP_SKINNY)
+#if defined(SM90_SWEEP_SKINNY) || defined(SM90_SWEEP_MID)
 
 /// What the runtime's gemm<rcr> runs for the problem, timed as the variants are.
 void run_runtime(Problem& p, T* ref, double blas_us, cudaStream_t st) {
@@ -273,11 +282,23 @@ void run_runtime(Problem& p, T* ref, double blas_us, cudaStream_t st) {
       },
       p.copies, st);
   CHECK(cudaStreamSynchronize(st));
+  char const* tile = "skinny";
+  if (tier == tilefoundry::atoms::GemmTier::sm90) {
+    tile = sm90_swapped_pays(p.m, p.n, p.k)          ? "sm90 swapped 64x16"
+           : sm90_swapped_mid_pays(1, p.m, p.n)      ? "sm90 swapped 64x32"
+           : sm90_small_tile_pays(1, p.m, p.n)       ? "sm90 64x64"
+           : sm90_stream_k_pays(1, p.m, p.n, p.k)    ? "sm90 stream-K"
+                                                     : "sm90 128x128";
+  }
   char label[40];
-  std::snprintf(label, sizeof label, "runtime (%s)", tier == tilefoundry::atoms::GemmTier::sm90 ? "sm90" : "skinny");
+  std::snprintf(label, sizeof label, "runtime (%s)", tile);
   print_variant(label, p, us, ref, blas_us);
   cudaFree(workspace);
 }
+
+#endif
+
+#if defined(SM90_SWEEP_SKINNY)
 
 int main() {
   struct Projection {
@@ -319,6 +340,45 @@ int main() {
     run_variant<SwappedStreamK>("swapped stream-K heur.", p, {}, ref, blas_us, st);
     run_variant<SwappedStreamK>("swapped split-K 2", p, {2, true}, ref, blas_us, st);
     run_variant<SwappedStreamK>("swapped split-K 4", p, {4, true}, ref, blas_us, st);
+  });
+  return 0;
+}
+
+#elif defined(SM90_SWEEP_MID)
+
+// Built with -DSM90_SWEEP_MID, the projections of both models at M = 32, 64 and 128 (the 64 x 32
+// swapped tile's one-wave rule of 2026-12-04 reaches the first two untimed): what the runtime runs
+// against cuBLAS, and at N >= 6144, where no tile "auto" holds keeps up (1.7B gate_up at M = 128:
+// 0.74-0.84x), those tiles as clusters whose CTAs share each tile of B by multicast.
+int main() {
+  struct Projection {
+    char const* name;
+    int64_t n, k;
+  };
+  std::vector<Projection> const projections = {
+      {"1.7b q", 2048, 2048}, {"1.7b kv", 1024, 2048}, {"1.7b gate_up", 6144, 2048}, {"1.7b down", 2048, 6144},
+      {"8b q", 4096, 4096},   {"8b kv", 1024, 4096},   {"8b gate_up", 12288, 4096}, {"8b down", 4096, 12288},
+  };
+  std::vector<std::string> names;
+  names.reserve(3 * projections.size());  // no reallocation: shapes keep pointers into it
+  std::vector<Shape> shapes;
+  for (int64_t m : {32, 64, 128}) {
+    for (Projection const& p : projections) {
+      names.push_back(std::string(p.name) + " m" + std::to_string(m));
+      shapes.push_back({names.back().c_str(), m, p.n, p.k, true});
+    }
+  }
+  using SmallPair = Sm90Gemm<T, true, 64, 64, void, true, 2, 1>;
+  using MidPair = Sm90GemmSwapped<T, 64, 32, 128, void, true, 2>;
+  using MidQuad = Sm90GemmSwapped<T, 64, 32, 128, void, true, 4>;
+  using HalfPair = Sm90GemmSwapped<T, 64, 64, 128, void, true, 2>;
+  sweep(shapes, [](Problem& p, T* ref, double blas_us, cudaStream_t st) {
+    run_runtime(p, ref, blas_us, st);
+    if (p.n < 6144) return;
+    run_variant<SmallPair>("64x64 pp cluster 2x1", p, {}, ref, blas_us, st);
+    run_variant<MidPair>("swapped 64x32 cluster 1x2", p, {}, ref, blas_us, st);
+    run_variant<MidQuad>("swapped 64x32 cluster 1x4", p, {}, ref, blas_us, st);
+    run_variant<HalfPair>("swapped 64x64 cluster 1x2", p, {}, ref, blas_us, st);
   });
   return 0;
 }

@@ -144,9 +144,11 @@ struct Sm90Gemm
 /// loads runs past its tensor's rows: with M = 16 on a 128-row tile, the boundary-checked boxes
 /// of A had cost the 128 x 128 tile 40% of its time at N = 151936 (bench.gpu, 2026-12-02).
 /// C (M, N) row-major is C^T column-major, which the epilogue stores as it stands.
-template <class T, int TileM = 128, int TileN = 16, int TileK = 64, class Scheduler = void, bool Pingpong = false>
+/// `ClusterN` CTAs of neighbouring tiles along A's rows share each tile of B by TMA multicast.
+template <class T, int TileM = 128, int TileN = 16, int TileK = 64, class Scheduler = void, bool Pingpong = false,
+          int ClusterN = 1>
 struct Sm90GemmSwapped : Sm90Collective<T, cutlass::layout::ColumnMajor, cutlass::layout::ColumnMajor, TileM, TileN,
-                                        TileK, Scheduler, Pingpong, 1, 1> {
+                                        TileK, Scheduler, Pingpong, 1, ClusterN> {
   static auto arguments(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K) {
     return Sm90GemmSwapped::operands(B, A, C, batch, N, M, K);
   }
@@ -254,7 +256,9 @@ inline bool sm90_swapped_pays(int64_t M, int64_t N, int64_t K, bool skinny_first
 // (0.85x), down 1.10x (0.93x) and Qwen3-8B's kv 0.95x (0.78x), 64-128 tiles each; where its tiles
 // took two waves or more (8B q: 256, 1.7B gate_up: 384) it lost to the 64 x 64 tile (0.87x against
 // 1.00x, 0.74x against 0.76x). 16 rows of A a tile ran kv alike and lost elsewhere; 64 and 128 lost.
-// Smaller M was not measured; a 64 x 32 tile there streams B as the 64 x 16 one does at M = 16.
+// At M = 32 and 64 (-DSM90_SWEEP_MID) the calls it takes ran 0.88-1.13x cuBLAS (8B kv lowest, 8B
+// down highest). As 1 x 2 clusters sharing B it lost but on 8B gate_up at M = 64 (0.99x against
+// the 64 x 64 tile's 0.92x), so it stays 1 x 1.
 inline constexpr int64_t kSm90SwappedMidMaxM = 128;
 
 /// Whether the 64 x 32 swapped TN GEMM serves the problem: kSm90SwappedMaxM < M <= kSm90SwappedMidMaxM
