@@ -296,30 +296,38 @@ void run_runtime(Problem& p, T* ref, double blas_us, cudaStream_t st) {
   cudaFree(workspace);
 }
 
-#endif
+/// A linear of both models: B stored (N, K).
+struct Projection {
+  char const* name;
+  int64_t n, k;
+};
 
-#if defined(SM90_SWEEP_SKINNY)
-
-int main() {
-  struct Projection {
-    char const* name;
-    int64_t n, k;
-  };
-  std::vector<Projection> const projections = {
-      {"1.7b q", 2048, 2048},   {"1.7b kv", 1024, 2048},  {"1.7b gate_up", 6144, 2048}, {"1.7b down", 2048, 6144},
-      {"1.7b lm_head", 151936, 2048}, {"8b q", 4096, 4096}, {"8b kv", 1024, 4096},     {"8b gate_up", 12288, 4096},
-      {"8b down", 4096, 12288}, {"8b lm_head", 151936, 4096},
-  };
-  std::vector<int64_t> const ms = {16, 8, 1};
-  std::vector<std::string> names;
-  names.reserve(ms.size() * projections.size());  // no reallocation: shapes keep pointers into it
-  std::vector<Shape> shapes;
+/// Every projection at every M of `ms`, named "<projection> m<M>": `names` owns the strings the
+/// shapes point into, so it is reserved whole before the first is added.
+void projection_shapes(std::vector<Projection> const& projections, std::vector<int64_t> const& ms,
+                       std::vector<std::string>& names, std::vector<Shape>& shapes) {
+  names.reserve(names.size() + ms.size() * projections.size());
   for (int64_t m : ms) {
     for (Projection const& p : projections) {
       names.push_back(std::string(p.name) + " m" + std::to_string(m));
       shapes.push_back({names.back().c_str(), m, p.n, p.k, true});
     }
   }
+}
+
+#endif
+
+#if defined(SM90_SWEEP_SKINNY)
+
+int main() {
+  std::vector<Projection> const projections = {
+      {"1.7b q", 2048, 2048},   {"1.7b kv", 1024, 2048},  {"1.7b gate_up", 6144, 2048}, {"1.7b down", 2048, 6144},
+      {"1.7b lm_head", 151936, 2048}, {"8b q", 4096, 4096}, {"8b kv", 1024, 4096},     {"8b gate_up", 12288, 4096},
+      {"8b down", 4096, 12288}, {"8b lm_head", 151936, 4096},
+  };
+  std::vector<std::string> names;
+  std::vector<Shape> shapes;
+  projection_shapes(projections, {16, 8, 1}, names, shapes);
   using Swapped = Sm90GemmSwapped<T, 128, 16, 64>;
   using SwappedK128 = Sm90GemmSwapped<T, 128, 16, 128>;
   using SwappedHalf = Sm90GemmSwapped<T, 64, 16, 64, void, true>;
@@ -351,23 +359,13 @@ int main() {
 // against cuBLAS, and at N >= 6144, where no tile "auto" holds keeps up (1.7B gate_up at M = 128:
 // 0.74-0.84x), those tiles as clusters whose CTAs share each tile of B by multicast.
 int main() {
-  struct Projection {
-    char const* name;
-    int64_t n, k;
-  };
   std::vector<Projection> const projections = {
       {"1.7b q", 2048, 2048}, {"1.7b kv", 1024, 2048}, {"1.7b gate_up", 6144, 2048}, {"1.7b down", 2048, 6144},
       {"8b q", 4096, 4096},   {"8b kv", 1024, 4096},   {"8b gate_up", 12288, 4096}, {"8b down", 4096, 12288},
   };
   std::vector<std::string> names;
-  names.reserve(3 * projections.size());  // no reallocation: shapes keep pointers into it
   std::vector<Shape> shapes;
-  for (int64_t m : {32, 64, 128}) {
-    for (Projection const& p : projections) {
-      names.push_back(std::string(p.name) + " m" + std::to_string(m));
-      shapes.push_back({names.back().c_str(), m, p.n, p.k, true});
-    }
-  }
+  projection_shapes(projections, {32, 64, 128}, names, shapes);
   using SmallPair = Sm90Gemm<T, true, 64, 64, void, true, 2, 1>;
   using MidPair = Sm90GemmSwapped<T, 64, 32, 128, void, true, 2>;
   using MidQuad = Sm90GemmSwapped<T, 64, 32, 128, void, true, 4>;
