@@ -202,6 +202,15 @@ def check_compiled(
         assert report.passed, f"{fn.name} at T={n}:\n{report}"
 
 
+def launched(body: Callable[..., object], *args: object) -> tuple[object, list[str]]:
+    """What one call of `body` returns, and the names of the CUDA kernels and copies it ran."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        out = body(*args)
+        torch.cuda.synchronize()
+    cuda = torch.autograd.DeviceType.CUDA
+    return out, [e.name for e in prof.events() if e.device_type == cuda]
+
+
 def require_nvcc() -> None:
     """Skip the calling test or fixture when the cuda target cannot compile here, saying why."""
     if not get_target("cuda").availability.can_compile:

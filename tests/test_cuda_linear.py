@@ -179,15 +179,6 @@ def test_linear_sm80_build_matches_torch_on_gpu(tmp_path, monkeypatch) -> None:
     _check(linked, "linear", (1, 7, 64, 300), _make_linear)
 
 
-def _launched(body, *args) -> tuple[Any, list[str]]:
-    """What one call of `body` returns, and the names of the CUDA kernels and copies it ran."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        out = body(*args)
-        torch.cuda.synchronize()
-    cuda = torch.autograd.DeviceType.CUDA
-    return out, [e.name for e in prof.events() if e.device_type == cuda]
-
-
 def _cutlass_kernels(linked, name: str, rows: int, k: int, n: int) -> set[str]:
     """The CUTLASS kernels one call of `name` at M = `rows` launches, after checking its result."""
     body = CompiledFunction(load_linked_module(linked, name), False)
@@ -196,7 +187,7 @@ def _cutlass_kernels(linked, name: str, rows: int, k: int, n: int) -> set[str]:
     x = torch.randn(rows, k, generator=gen).to(torch.bfloat16).cuda()
     body(x, w)
     torch.cuda.synchronize()
-    y, names = _launched(body, x, w)
+    y, names = cat.launched(body, x, w)
     torch.testing.assert_close(y.float(), _torch_linear(x, w).float(), rtol=2e-2, atol=2e-2)
     return {k for k in names if "cutlass" in k}
 
@@ -224,7 +215,7 @@ def _kernels(linked, fn, n: int) -> list[str]:
     """The CUDA kernels one call of `fn` at M = `n` launches, after checking it against the evaluator."""
     cat.check_compiled(linked, fn, (n,), device="cuda", tolerance={torch.bfloat16: 3e-2})
     body = CompiledFunction(load_linked_module(linked, fn.name), fn.returns_tuple)
-    _, names = _launched(body, *cat.inputs(fn, n, torch.Generator().manual_seed(n), "cuda"))
+    _, names = cat.launched(body, *cat.inputs(fn, n, torch.Generator().manual_seed(n), "cuda"))
     return [k for k in names if "Memset" not in k]
 
 
@@ -291,7 +282,7 @@ def test_an_activation_off_16_bytes_takes_the_simt_tier_on_gpu(linked) -> None:
     for n in (4, 64):
         flat = torch.randn(n * 2048 + 1, generator=gen).to(torch.bfloat16).cuda()
         x = flat[1:].view(n, 2048)
-        y, names = _launched(body, x, w)
+        y, names = cat.launched(body, x, w)
         assert names and not any("Pingpong" in k or "gemm_skinny" in k for k in names), (n, names)
         torch.testing.assert_close(y.float(), _torch_linear(x, w).float(), rtol=2e-2, atol=2e-2)
 

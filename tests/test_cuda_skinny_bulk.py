@@ -71,10 +71,7 @@ def test_bulk_copy_gemv_cuts_match_evaluator_on_gpu(bulk_built) -> None:
     cat.check_compiled(bulk_built, bulk_cuts, (1, 2), device="cuda", tolerance=TOLERANCE, make=_make_bulk)
     body = CompiledFunction(load_linked_module(bulk_built, "bulk_cuts"), True)
     args = _make_bulk(1, torch.Generator().manual_seed(1))
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        body(*args)
-        torch.cuda.synchronize()
-    names = [ev.name for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA]
+    _, names = cat.launched(body, *args)
     assert sum("gemm_skinny_bulk<" in name for name in names) == 3, names
     assert sum("gemm_skinny_nk<" in name for name in names) == 1, names
 
@@ -109,10 +106,7 @@ def test_a_head_behind_its_norm_runs_the_norm_kernel_and_the_swapped_gemm_under_
     body = CompiledFunction(load_linked_module(linked, "normed_head"), True)
     for n in (1, 2):
         args = _make_normed_head(n, torch.Generator().manual_seed(n))
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            body(*args)
-            torch.cuda.synchronize()
-        names = [ev.name for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA]
+        _, names = cat.launched(body, *args)
         assert not any("gemm_skinny" in name for name in names), (n, names)
         assert sum("Pingpong" in name for name in names) == 1, (n, names)
         assert sum("rms_norm" in name and "prologue" not in name for name in names) == 1, (n, names)
