@@ -71,6 +71,11 @@ class Linears:
         # silu(gate) * up: the epilogue of one grouped call, 2Mi elements of B a member.
         return tf.silu(xg @ tf.transpose(gate, (1, 0))) * (xg @ tf.transpose(up, (1, 0)))
 
+    @func
+    def ragged_tiles(xo: Tensor[(M, 2048), bf16], wo: ConstTensor[(1096, 2048), bf16]):
+        # 18 tiles of 64 rows of B: the swapped tile's 4 x 1 clusters end past the last one.
+        return xo @ tf.transpose(wo, (1, 0))
+
 
 LINEAR = Linears.functions["linear"]
 
@@ -116,11 +121,13 @@ def test_the_k_major_gemm_compiles_with_nvcc(built: tuple[Any, str]) -> None:
     wide one as a 2 x 1 cluster, with stream-K and swapped, skinny, mma.sync, SIMT) into one .so."""
     linked, source = built
     assert linked.library.is_file() and linked.library.stat().st_size > 0
-    assert set(linked.entries) == {"linear", "ragged", "wide", "normed", "gated"}
+    assert set(linked.entries) == {"linear", "ragged", "wide", "normed", "gated", "ragged_tiles"}
     assert "#define TILEFOUNDRY_SM90_WIDE_PAIR 1\n" in source
     assert "#define TILEFOUNDRY_SM90_STREAM_K 1\n" in source
     assert "#define TILEFOUNDRY_SM90_SMALL_TILE 1\n" in source
+    assert "#define TILEFOUNDRY_SM90_SMALL_WIDE 1\n" in source
     assert "#define TILEFOUNDRY_SM90_SWAPPED 1\n" in source
+    assert "#define TILEFOUNDRY_SM90_SWAPPED_QUAD_ONLY 1\n" in source
 
 
 # ---------------------------------------------------------------- on a GPU
@@ -167,8 +174,8 @@ def _make_ragged(n: int, gen: torch.Generator) -> tuple:
 @pytest.mark.gpu
 def test_linear_matches_torch_on_gpu(linked) -> None:
     """x @ w.T at M = 1, 2, 7, 12 and 16 (on sm_90 the swapped collective, C^T = W . x^T; elsewhere
-    the skinny tier up to 8), 64 and 300 (sm90 collective, B ColumnMajor)."""
-    _check(linked, "linear", (1, 2, 7, 12, 16, 64, 300), _make_linear)
+    the skinny tier up to 8), 64, 128 and 300 (sm90 collective, B ColumnMajor)."""
+    _check(linked, "linear", (1, 2, 7, 12, 16, 64, 128, 300), _make_linear)
 
 
 @pytest.mark.gpu
@@ -196,16 +203,17 @@ def _cutlass_kernels(linked, name: str, rows: int, k: int, n: int) -> set[str]:
 def test_auto_tile_runs_the_collective_each_call_asks_for_on_gpu(linked) -> None:
     """`wide` runs 128 x 256 at M = 2048 (256 such tiles fill the SMs), as a 2 x 1 cluster under the
     default gemm_cluster "auto", and stream-K at M = 200 (not even its 64 tiles of 128 x 128 would);
-    `linear` runs 64 x 64 ping-pong at M = 64 (48 tiles of 128 x 128, 96 of 64 x 64) and 128 x 128
-    at M = 300: four CUTLASS kernels, each matching torch."""
+    `linear` runs 64 x 64 ping-pong at M = 64 (48 tiles of 128 x 128, 96 of 64 x 64), 64 x 96
+    ping-pong at M = 128 (192 tiles of 64 x 64 would be more than one wave: sm90_small_wide_pays)
+    and 128 x 128 at M = 300: five CUTLASS kernels, each matching torch."""
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the sm90 collective runs on sm_90 only")
     wide = [_cutlass_kernels(linked, "wide", m, 8192, 4096) for m in (2048, 200)]
-    linear = [_cutlass_kernels(linked, "linear", m, 2048, 6144) for m in (64, 300)]
+    linear = [_cutlass_kernels(linked, "linear", m, 2048, 6144) for m in (64, 128, 300)]
     kernels = [*wide, *linear]
-    assert all(len(k) == 1 for k in kernels) and len(set.union(*kernels)) == 4
-    small, square = (next(iter(k)) for k in linear)
-    assert "Pingpong" in small and "Pingpong" not in square
+    assert all(len(k) == 1 for k in kernels) and len(set.union(*kernels)) == 5
+    small, small_wide, square = (next(iter(k)) for k in linear)
+    assert "Pingpong" in small and "Pingpong" in small_wide and "Pingpong" not in square
     # The mainloop's (stages, ClusterShape) as mangled: cute::tuple<C<2>, C<1>, C<1>> for the pair.
     paired = re.compile(r"MainloopSm90TmaGmmaWarpSpecializedILi\d+ENS\d*_IJNS\d*_1CILi2EEE")
     assert paired.search(next(iter(wide[0]))) and not any(paired.search(next(iter(k))) for k in kernels[1:])
@@ -223,13 +231,17 @@ def _kernels(linked, fn, n: int) -> list[str]:
 def test_short_m_runs_the_swapped_collective_on_gpu(linked) -> None:
     """`linear` (B 6144 x 2048, 12Mi elements, N >= K) runs one ping-pong CUTLASS kernel at M = 1
     (a lone call whose B is not settled), 2, 8, 12 and 16, the same at each and not the 64 x 64 one
-    M = 64 runs, each call matching torch (gemm.cuh, sm90_swapped_pays)."""
+    M = 64 runs, each call matching torch (gemm.cuh, sm90_swapped_pays). `ragged_tiles` (B 1096 x
+    2048: 18 tiles of 64 rows, so the last 4 x 1 cluster of the module's one swapped form runs past
+    B's rows) takes the same kernel at M = 2, 5 and 8 and matches torch."""
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the sm90 collective runs on sm_90 only")
     short = [_cutlass_kernels(linked, "linear", m, 2048, 6144) for m in (1, 2, 8, 12, 16)]
     assert all(len(k) == 1 for k in short) and all(k == short[0] for k in short)
     assert "Pingpong" in next(iter(short[0])) and "gemm_skinny" not in next(iter(short[0]))
     assert short[0] != _cutlass_kernels(linked, "linear", 64, 2048, 6144)
+    for m in (2, 5, 8):
+        assert _cutlass_kernels(linked, "ragged_tiles", m, 2048, 1096) == short[0], m
 
 
 @pytest.mark.gpu
@@ -257,7 +269,7 @@ def test_mid_m_runs_the_swapped_collective_where_its_tiles_are_one_wave_on_gpu(l
     """`gated` (two 1024 x 2048 members) at M = 32 and 128 runs each member on the 64 x 32 swapped
     tile (16 x 4 = 64 tiles at M = 128, sm90_swapped_mid_pays) and its epilogue as a kernel of its
     own, matching the evaluator: one ping-pong CUTLASS kernel, not the 64 x 16 one `linear` runs at
-    M = 16 nor the 64 x 64 one it runs at M = 128, where 64 x 32 tiles would be 384 (three waves)."""
+    M = 16 nor the 64 x 96 one it runs at M = 128, where 64 x 32 tiles would be 384 (three waves)."""
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the sm90 collective runs on sm_90 only")
     gated = Linears.functions["gated"]

@@ -17,6 +17,7 @@ from tilefoundry.codegen.cuda.gemm_atom import (
     SWAPPED_MAX_M,
     SWAPPED_MID_MAX_M,
     SWAPPED_MIN_NK,
+    SWAPPED_QUAD_MAX_N,
     SWAPPED_ROWS_MIN_NK,
     WIDE_PAIR_MIN_K,
     WIDE_PAIR_MIN_M,
@@ -34,6 +35,9 @@ STREAM_K = "#define TILEFOUNDRY_SM90_STREAM_K 1\n"
 SMALL = "#define TILEFOUNDRY_SM90_SMALL_TILE 1\n"
 SWAPPED = "#define TILEFOUNDRY_SM90_SWAPPED 1\n"
 SWAPPED_MID = "#define TILEFOUNDRY_SM90_SWAPPED_MID 1\n"
+QUAD_ONLY = "#define TILEFOUNDRY_SM90_SWAPPED_QUAD_ONLY 1\n"
+SINGLE_ONLY = "#define TILEFOUNDRY_SM90_SWAPPED_SINGLE_ONLY 1\n"
+SMALL_WIDE = "#define TILEFOUNDRY_SM90_SMALL_WIDE 1\n"
 ATOMS = Path(__file__).resolve().parents[3] / "cpp/runtime/include/tilefoundry/runtime/cuda/atoms"
 SM90_HEADER = ATOMS / "gemm_sm90.cuh"
 
@@ -96,6 +100,13 @@ def short_m_wide(x: Tensor[(128, 2048), bf16], w: ConstTensor[(6144, 2048), bf16
 @func
 def very_wide(x: Tensor[(T, 256), bf16], w: ConstTensor[(20480, 256), bf16]):
     return x @ tf.transpose(w, (1, 0))
+
+
+@func
+def narrow_and_very_wide(
+    x: Tensor[(T, 2048), bf16], w: ConstTensor[(2048, 2048), bf16], v: ConstTensor[(20480, 2048), bf16]
+):
+    return x @ tf.transpose(w, (1, 0)), x @ tf.transpose(v, (1, 0))
 
 
 @func
@@ -224,21 +235,55 @@ def test_the_swapped_gemm_runs_where_it_pays() -> None:
     """gemm_tier hands the sm90 tier a TN call up to M = 16 only where sm90_swapped_pays (at M = 1
     not for a call whose launch the skinny tier serves better: skinny_first), and with_sm90_gemm
     runs that call on the swapped 64 x 16 ping-pong tile with K steps of 128, B's rows on the
-    tile's M mode (its operands passed B first)."""
+    tile's M mode (its operands passed B first), as 4 x 1 clusters where sm90_swapped_quad_pays."""
     header = SM90_HEADER.read_text()
     branch = header[header.index("#if defined(TILEFOUNDRY_SM90_SWAPPED)") :]
-    branch = branch[: branch.index("#endif")]
-    swapped = "if (sm90_swapped_pays(M, N, K)) return f(Sm90GemmSwapped<T, 64, 16, 128, void, true>{});"
-    assert swapped in branch
+    branch = branch[: branch.index("#endif\n    }\n  }\n#endif")]
     assert "return Sm90GemmSwapped::operands(B, A, C, batch, N, M, K);" in header
     pays = header[header.index("inline bool sm90_swapped_pays(") :]
     pays = pays[: pays.index("\n}\n")]
     assert "if (M == 1) return !skinny_first && nk >= kSm90SwappedLoneMinNK" in pays
     assert "if (M <= kSkinnyMaxM) return nk >= kSm90SwappedRowsMinNK;" in pays
+    assert "if (sm90_swapped_quad_pays(N)) return f(Quad{});" in branch
+    assert "using Quad = Sm90GemmSwapped<T, 64, 16, 128, void, true, 1, 4>;" in branch
+    assert "using Single = Sm90GemmSwapped<T, 64, 16, 128, void, true>;" in branch
     tier = (ATOMS / "gemm.cuh").read_text()
     assert "kBKMajor && detail::sm90_swapped_pays(M, N, K, skinny_first)" in tier
     assert "if ((!skinny_m || swapped) && aligned && detail::device_facts().major == 9" in tier
     assert "bool const skinny_first = fused || g.b_settled || g.count > 1;" in tier
+
+
+def test_the_swapped_gemm_builds_the_cluster_forms_its_calls_may_take(cuda_source) -> None:
+    """A module whose swapped calls all have N <= 16384 builds only the 4 x 1 cluster form, one
+    whose calls are all wider only the lone tile, and one with both (or an N not known) both."""
+    for fn in (square_2048, narrow_n, sixteen_rows):
+        source = cuda_source(fn)
+        assert SWAPPED in source and QUAD_ONLY in source and SINGLE_ONLY not in source, fn.name
+    source = cuda_source(very_wide)
+    assert SWAPPED in source and SINGLE_ONLY in source and QUAD_ONLY not in source
+    source = cuda_source(narrow_and_very_wide)
+    assert SWAPPED in source and QUAD_ONLY not in source and SINGLE_ONLY not in source
+    assert QUAD_ONLY not in cuda_source(proj)  # no swapped call at all
+
+
+def test_auto_adds_the_64x96_tile_where_64x64_tiles_may_exceed_one_wave(cuda_source) -> None:
+    """Under "auto" a module gets the 64 x 96 ping-pong collective when a TN GEMM may take the small
+    tile with more 64 x 64 tiles than an H200 has SMs: M = 128 with N = 6144 (192 tiles), a DimVar
+    M with N = 8192; not M = 128 with N = 2048 (64), N = 4096 at any M <= 128 (128), B (K, N) or a
+    fixed tile. The header takes it only for B stored (N, K), where sm90_small_wide_pays."""
+    for fn in (short_m_wide, wide_n_short_k):
+        assert SMALL_WIDE in cuda_source(fn), fn.name
+    for fn in (short_m, proj, wide, tall, row_major_b):
+        assert SMALL_WIDE not in cuda_source(fn), fn.name
+    assert SMALL_WIDE not in cuda_source(short_m_wide, {"gemm_tile": "128x128"})
+    header = SM90_HEADER.read_text()
+    branch = header[header.index("#if defined(TILEFOUNDRY_SM90_SMALL_WIDE)") :]
+    branch = branch[: branch.index("#endif")]
+    assert "if constexpr (BKMajor)" in branch
+    call = "if (sm90_small_wide_pays(batch, M, N)) return f(Sm90Gemm<T, BKMajor, 64, 96, void, true>{});"
+    assert call in branch
+    pays = header[header.index("inline bool sm90_small_wide_pays(") :]
+    assert "batch * ((M + 63) / 64) * ((N + 63) / 64) > device_facts().sms;" in pays[: pays.index("\n}\n")]
 
 
 def test_auto_adds_the_mid_swapped_gemm_where_its_tiles_may_be_one_wave(cuda_source) -> None:
@@ -278,6 +323,7 @@ def test_the_variants_thresholds_are_the_runtimes() -> None:
         ("kSm90SwappedMidMaxM", SWAPPED_MID_MAX_M),
         ("kSm90SwappedRowsMinNK", SWAPPED_ROWS_MIN_NK),
         ("kSm90SwappedLoneMinNK", SWAPPED_LONE_MIN_NK),
+        ("kSm90SwappedQuadMaxN", SWAPPED_QUAD_MAX_N),
     )
     for name, value in limits:
         match = re.search(rf"{name} = (\d+);", header)

@@ -303,8 +303,9 @@ def _sm90_tile_defines(
 ) -> list[str]:
     """The macros that set the collective's variants (atoms/gemm_sm90.cuh): a fixed tile other than
     the collective's own 128 x 128, or under "auto" the 128 x 256 (as a 2 x 1 cluster under
-    `auto_cluster`), 64 x 64, stream-K and swapped (64 x 16 and 64 x 32) variants where a GEMM may
-    take them (each is one more CUTLASS instantiation to compile)."""
+    `auto_cluster`), 64 x 64, 64 x 96, stream-K and swapped (64 x 16, as 4 x 1 clusters or alone by
+    N, and 64 x 32) variants where a GEMM may take them (each is one more CUTLASS instantiation to
+    compile)."""
     if tile is not None:
         if tile == (128, 128):
             return []
@@ -317,10 +318,15 @@ def _sm90_tile_defines(
         defines.append("#define TILEFOUNDRY_SM90_WIDE_TILE 1")
     if any(gemm_atom.may_take_small_tile(r) for r in called):
         defines.append("#define TILEFOUNDRY_SM90_SMALL_TILE 1")
+    if any(gemm_atom.may_take_small_wide(r) for r in called):
+        defines.append("#define TILEFOUNDRY_SM90_SMALL_WIDE 1")
     if any(gemm_atom.may_take_stream_k(r) for r in called):
         defines.append("#define TILEFOUNDRY_SM90_STREAM_K 1")
-    if any(gemm_atom.may_take_swapped(r) for r in called):
+    swapped = set().union(*(gemm_atom.swapped_forms(r) for r in called))
+    if swapped:
         defines.append("#define TILEFOUNDRY_SM90_SWAPPED 1")
+        if len(swapped) == 1:
+            defines.append(f"#define TILEFOUNDRY_SM90_SWAPPED_{swapped.pop().upper()}_ONLY 1")
     if any(gemm_atom.may_take_swapped_mid(r) for r in called):
         defines.append("#define TILEFOUNDRY_SM90_SWAPPED_MID 1")
     return defines

@@ -72,6 +72,8 @@ SWAPPED_MAX_M = 16
 SWAPPED_MIN_NK = 1 << 22
 SWAPPED_ROWS_MIN_NK = 1 << 21
 SWAPPED_LONE_MIN_NK = 1 << 23
+# N up to which the swapped 64 x 16 tile runs as 4 x 1 clusters (kSm90SwappedQuadMaxN).
+SWAPPED_QUAD_MAX_N = 16384
 # M up to which a TN GEMM may run on 64 x 32 swapped tiles past SWAPPED_MAX_M, while they are one
 # wave of SM90_MAX_SMS at most (kSm90SwappedMidMaxM, sm90_swapped_mid_pays).
 SWAPPED_MID_MAX_M = 128
@@ -158,6 +160,24 @@ def may_take_small_tile(r: Realization) -> bool:
     )
 
 
+def may_take_small_wide(r: Realization) -> bool:
+    """Whether an sm90 GEMM call of `r` may run the 64 x 96 ping-pong tile under gemm_tile="auto":
+    it may take the small tile, B is stored (N, K), and at the largest M the small tile serves its
+    64 x 64 tiles may exceed one wave of SM90_MAX_SMS: a batched call, or some member's N not a
+    constant or wide enough (the runtime decides per call, sm90_small_wide_pays)."""
+    atom = _sm90_call(r)
+    if atom is None or not atom.atom.endswith("_rcr") or not may_take_small_tile(r):
+        return False
+    if any(name.startswith("batch") for name in atom.params):
+        return True
+    m = atom.params.get("m")
+    rows = int(m.value) if isinstance(m, Const) else SMALL_TILE_MAX_M
+    return any(
+        not isinstance(member.n, Const) or -(-rows // 64) * -(-int(member.n.value) // 64) > SM90_MAX_SMS
+        for member in gemm_members(atom)
+    )
+
+
 def may_take_stream_k(r: Realization) -> bool:
     """Whether an sm90 GEMM call of `r` may run stream-K under gemm_tile="auto": its K is a
     constant of at least STREAM_K_MIN_K (the runtime decides per call, from M and N)."""
@@ -175,23 +195,29 @@ def _swapped_min_nk(m: Expr | None) -> int:
     return SWAPPED_ROWS_MIN_NK if rows <= SKINNY_MAX_M else SWAPPED_MIN_NK
 
 
-def may_take_swapped(r: Realization) -> bool:
-    """Whether an sm90 GEMM call of `r` may run swapped under gemm_tile="auto": B is stored (N, K)
-    (the `_rcr` atoms), its M is not a constant above SWAPPED_MAX_M, and some member's B may hold
-    as many elements as that M needs (the runtime decides per call, sm90_swapped_pays)."""
+def swapped_forms(r: Realization) -> set[str]:
+    """The forms of the swapped TN GEMM an sm90 GEMM call of `r` may run under gemm_tile="auto":
+    "quad" (4 x 1 clusters, N up to SWAPPED_QUAD_MAX_N) and "single" (1 x 1, wider N), for each
+    member that may run swapped. Such a call has B stored (N, K) (the `_rcr` atoms), an M that is
+    not a constant above SWAPPED_MAX_M, and a B that may hold as many elements as that M needs (the
+    runtime decides per call, sm90_swapped_pays and sm90_swapped_quad_pays). Empty: none may."""
     atom = _sm90_call(r)
     if atom is None or not atom.atom.endswith("_rcr"):
-        return False
+        return set()
     m, k = atom.params.get("m"), atom.params.get("k")
     if isinstance(m, Const) and int(m.value) > SWAPPED_MAX_M:
-        return False
-    if not isinstance(k, Const):
-        return True
+        return set()
     least = _swapped_min_nk(m)
-    return any(
-        not isinstance(member.n, Const) or int(member.n.value) * int(k.value) >= least
-        for member in gemm_members(atom)
-    )
+    forms: set[str] = set()
+    for member in gemm_members(atom):
+        if not isinstance(member.n, Const):
+            forms |= {"quad", "single"}
+            continue
+        n = int(member.n.value)
+        if isinstance(k, Const) and n * int(k.value) < least:
+            continue
+        forms.add("quad" if n <= SWAPPED_QUAD_MAX_N else "single")
+    return forms
 
 
 def may_take_swapped_mid(r: Realization) -> bool:

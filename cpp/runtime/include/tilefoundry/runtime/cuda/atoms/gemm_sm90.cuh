@@ -39,7 +39,9 @@
 // (TILEFOUNDRY_SM90_SWAPPED) runs the calls where sm90_swapped_pays with A and B swapped
 // (Sm90GemmSwapped): B's rows on the tile's 64-row M mode, A's few rows on its N mode; one whose M
 // may be past that up to kSm90SwappedMidMaxM (TILEFOUNDRY_SM90_SWAPPED_MID), the calls where
-// sm90_swapped_mid_pays on 64 x 32 swapped tiles, before the 64 x 64 tile.
+// sm90_swapped_mid_pays on 64 x 32 swapped tiles, before the 64 x 64 tile. The swapped 64 x 16 tile
+// runs as 4 x 1 clusters up to kSm90SwappedQuadMaxN; where the small tile's 64 x 64 tiles would
+// take more than one wave a TN call runs 64 x 96 tiles (TILEFOUNDRY_SM90_SMALL_WIDE).
 #ifndef TILEFOUNDRY_SM90_TILE_M
 #define TILEFOUNDRY_SM90_TILE_M 128
 #endif
@@ -144,11 +146,12 @@ struct Sm90Gemm
 /// loads runs past its tensor's rows: with M = 16 on a 128-row tile, the boundary-checked boxes
 /// of A had cost the 128 x 128 tile 40% of its time at N = 151936 (bench.gpu, 2026-12-02).
 /// C (M, N) row-major is C^T column-major, which the epilogue stores as it stands.
-/// `ClusterN` CTAs of neighbouring tiles along A's rows share each tile of B by TMA multicast.
+/// `ClusterN` CTAs of neighbouring tiles along A's rows share each tile of B by TMA multicast;
+/// `ClusterM` CTAs along B's rows, each tile of A.
 template <class T, int TileM = 128, int TileN = 16, int TileK = 64, class Scheduler = void, bool Pingpong = false,
-          int ClusterN = 1>
+          int ClusterN = 1, int ClusterM = 1>
 struct Sm90GemmSwapped : Sm90Collective<T, cutlass::layout::ColumnMajor, cutlass::layout::ColumnMajor, TileM, TileN,
-                                        TileK, Scheduler, Pingpong, 1, ClusterN> {
+                                        TileK, Scheduler, Pingpong, ClusterM, ClusterN> {
   static auto arguments(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K) {
     return Sm90GemmSwapped::operands(B, A, C, batch, N, M, K);
   }
@@ -183,6 +186,18 @@ inline bool sm90_small_tile_pays(int64_t batch, int64_t M, int64_t N) {
   int64_t const large = batch * ((M + 127) / 128) * ((N + 127) / 128);
   int64_t const small = batch * ((M + 63) / 64) * ((N + 63) / 64);
   return large < sms && small <= 2 * sms;
+}
+
+/// Whether a call the small tile serves (sm90_small_tile_pays) with B stored (N, K) runs on 64 x 96
+/// ping-pong tiles instead (TILEFOUNDRY_SM90_SMALL_WIDE): where its 64 x 64 tiles exceed one wave.
+/// cuBLAS runs such shapes on 96 x 64 tiles of its column-major view; on the H200 (bench/gpu/
+/// kernels/sm90_sweep.cu, 2026-12-04) 64 x 96 took Qwen3-1.7B's gate_up at M = 128 (192 tiles of
+/// 64 x 64) from 0.76x to 0.90x cuBLAS and Qwen3-8B's at M = 32 and 64 (192) from 0.85x / 0.92x
+/// to 0.98x / 1.02x, and lost where 64 x 64 is one wave (8B q and down at M = 128: 0.94x / 0.97x
+/// against 1.01x / 1.04x; every 64 x 32 swapped row). B (K, N) keeps 64 x 64: its N-major shared
+/// tile is built of 64-column swizzle atoms.
+inline bool sm90_small_wide_pays(int64_t batch, int64_t M, int64_t N) {
+  return batch * ((M + 63) / 64) * ((N + 63) / 64) > device_facts().sms;
 }
 
 // K from which stream-K may serve a call. On the H200 (bench.gpu, M = 128, 2026-11-30) it took
@@ -236,10 +251,20 @@ inline bool sm90_wide_pair_pays(int64_t batch, int64_t M, int64_t N, int64_t K) 
 //   a call whose launch carries more (`skinny_first`: B settled, read before the PDL wait, or a
 //   group, epilogue or prologue riding on one launch) keeps the skinny kernel, which the decode
 //   step is tuned around.
+// N up to which the swapped 64 x 16 tile runs as 4 x 1 clusters, four neighbouring tiles of B's rows
+// sharing each tile of A by multicast (cuBLAS's own shape for these calls). On the H200
+// (sm90_sweep.cu -DSM90_SWEEP_SKINNY, 2026-12-04) that ran every Qwen3 projection but the LM heads
+// 1-7% faster at M = 8 and 16 (1.7B down 0.999x -> 1.075x cuBLAS, 8B kv 0.906x -> 0.953x at
+// M = 16) and at M = 1 on the 8B rows, and the LM heads (N = 151936, 2374 tiles) 3-7% slower.
+inline constexpr int64_t kSm90SwappedQuadMaxN = 16384;
+
 inline constexpr int64_t kSm90SwappedMaxM = 16;
 inline constexpr int64_t kSm90SwappedMinNK = 4194304;      // 4Mi (8 MB of bf16): 8 < M <= 16
 inline constexpr int64_t kSm90SwappedRowsMinNK = 2097152;  // 2Mi: 1 < M <= 8
 inline constexpr int64_t kSm90SwappedLoneMinNK = 8388608;  // 8Mi, with N >= K; 16Mi with any N: M = 1
+
+/// Whether a call the swapped TN GEMM serves runs it as 4 x 1 clusters (kSm90SwappedQuadMaxN).
+inline bool sm90_swapped_quad_pays(int64_t N) { return N <= kSm90SwappedQuadMaxN; }
 
 /// Whether the swapped TN GEMM serves the problem (B stored (N, K)); `skinny_first` per the note above.
 inline bool sm90_swapped_pays(int64_t M, int64_t N, int64_t K, bool skinny_first = false) {
@@ -273,8 +298,21 @@ inline bool sm90_swapped_mid_pays(int64_t batch, int64_t M, int64_t N) {
 template <class T, bool BKMajor, class F>
 inline decltype(auto) with_sm90_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, F&& f) {
 #if defined(TILEFOUNDRY_SM90_SWAPPED)
+  // The code generator defines ..._QUAD_ONLY or ..._SINGLE_ONLY where every swapped call's N is on
+  // one side of kSm90SwappedQuadMaxN, so the module builds one of the two forms.
   if constexpr (BKMajor) {
-    if (sm90_swapped_pays(M, N, K)) return f(Sm90GemmSwapped<T, 64, 16, 128, void, true>{});
+    if (sm90_swapped_pays(M, N, K)) {
+      using Quad = Sm90GemmSwapped<T, 64, 16, 128, void, true, 1, 4>;
+      using Single = Sm90GemmSwapped<T, 64, 16, 128, void, true>;
+#if defined(TILEFOUNDRY_SM90_SWAPPED_QUAD_ONLY)
+      return f(Quad{});
+#elif defined(TILEFOUNDRY_SM90_SWAPPED_SINGLE_ONLY)
+      return f(Single{});
+#else
+      if (sm90_swapped_quad_pays(N)) return f(Quad{});
+      return f(Single{});
+#endif
+    }
   }
 #endif
 #if defined(TILEFOUNDRY_SM90_SWAPPED_MID)
@@ -288,7 +326,14 @@ inline decltype(auto) with_sm90_gemm(int64_t batch, int64_t M, int64_t N, int64_
   if (sm90_wide_tile_pays(batch, M, N, K)) return f(Sm90Gemm<T, BKMajor, 128, 256>{});
 #endif
 #if defined(TILEFOUNDRY_SM90_SMALL_TILE)
-  if (sm90_small_tile_pays(batch, M, N)) return f(Sm90Gemm<T, BKMajor, 64, 64, void, true>{});
+  if (sm90_small_tile_pays(batch, M, N)) {
+#if defined(TILEFOUNDRY_SM90_SMALL_WIDE)
+    if constexpr (BKMajor) {
+      if (sm90_small_wide_pays(batch, M, N)) return f(Sm90Gemm<T, BKMajor, 64, 96, void, true>{});
+    }
+#endif
+    return f(Sm90Gemm<T, BKMajor, 64, 64, void, true>{});
+  }
 #endif
 #if defined(TILEFOUNDRY_SM90_STREAM_K)
   if (sm90_stream_k_pays(batch, M, N, K)) {
