@@ -29,8 +29,10 @@ GEMM_TILE = Option(
     "gemm_tile", ("auto", "128x128", "128x256", "256x128"), "auto",
     "CTA tile (M x N) of the sm90 GEMM collective for every GEMM of the module, a knob for `autotune`; "
     "auto: per call 128x128, 128x256 where N, K >= 4096 and its tiles fill the GPU, 64x64 ping-pong "
-    "where M <= 128 and the 128x128 tiles do not fill it, stream-K where K >= 8192 and neither does, "
-    "and a B stored (N, K) swapped (C^T = B . A^T, 64x16 ping-pong) where M <= 16 and B is large enough "
+    "where M <= 128 and the 128x128 tiles do not fill it (64x96 for a B stored (N, K) where 64x64 tiles "
+    "exceed one wave), stream-K where K >= 8192 and neither does, "
+    "and a B stored (N, K) swapped (C^T = B . A^T, 64x16 ping-pong, as 4x1 clusters sharing A up to "
+    "N = 16384) where M <= 16 and B is large enough "
     "(4Mi elements past M = 8, 2Mi at M = 2-8; at M = 1 8Mi with N >= K or 16Mi, for a lone call whose B "
     "is not settled), and swapped on 64x32 tiles at 16 < M <= 128 where those are one wave",
     NAME,
