@@ -42,6 +42,12 @@ ATOMS = Path(__file__).resolve().parents[3] / "cpp/runtime/include/tilefoundry/r
 SM90_HEADER = ATOMS / "gemm_sm90.cuh"
 
 
+def span(text: str, start: str, end: str) -> str:
+    """`text` from the first `start` up to the first `end` after it (a function or branch of a header)."""
+    first = text.index(start)
+    return text[first : text.index(end, first)]
+
+
 @func
 def proj(x: Tensor[(T, 256), bf16], w: ConstTensor[(512, 256), bf16]):
     return x @ tf.transpose(w, (1, 0))
@@ -187,13 +193,11 @@ def test_the_wide_pair_is_the_wide_tile_at_a_two_by_one_cluster() -> None:
     """The header runs the pair as Sm90Gemm<..., 128, 256, ..., 2, 1> only where M, N and K reach
     their bounds (and the tiles fill 7/8 of the SMs), and the plain wide tile only without the pair."""
     header = SM90_HEADER.read_text()
-    pair = header.index("#if defined(TILEFOUNDRY_SM90_WIDE_PAIR)")
-    plain = header.index("#elif defined(TILEFOUNDRY_SM90_WIDE_TILE)", pair)
-    branch = header[pair:plain]
+    pair, plain = "#if defined(TILEFOUNDRY_SM90_WIDE_PAIR)", "#elif defined(TILEFOUNDRY_SM90_WIDE_TILE)"
+    branch = span(header, pair, plain)
     assert "if (sm90_wide_pair_pays(batch, M, N, K))" in branch
     assert "Sm90Gemm<T, BKMajor, 128, 256, void, false, 2, 1>" in branch
-    pays = header[header.index("inline bool sm90_wide_pair_pays(") :]
-    pays = pays[: pays.index("\n}\n")]
+    pays = span(header, "inline bool sm90_wide_pair_pays(", "\n}\n")
     bounds = ("M >= kSm90WidePairMinM", "N >= kSm90WidePairMinN", "K >= kSm90WidePairMinK", "8 * tiles >= 7")
     for bound in bounds:
         assert bound in pays, bound
@@ -237,11 +241,9 @@ def test_the_swapped_gemm_runs_where_it_pays() -> None:
     runs that call on the swapped 64 x 16 ping-pong tile with K steps of 128, B's rows on the
     tile's M mode (its operands passed B first), as 4 x 1 clusters where sm90_swapped_quad_pays."""
     header = SM90_HEADER.read_text()
-    branch = header[header.index("#if defined(TILEFOUNDRY_SM90_SWAPPED)") :]
-    branch = branch[: branch.index("#endif\n    }\n  }\n#endif")]
+    branch = span(header, "#if defined(TILEFOUNDRY_SM90_SWAPPED)", "#endif\n    }\n  }\n#endif")
     assert "return Sm90GemmSwapped::operands(B, A, C, batch, N, M, K);" in header
-    pays = header[header.index("inline bool sm90_swapped_pays(") :]
-    pays = pays[: pays.index("\n}\n")]
+    pays = span(header, "inline bool sm90_swapped_pays(", "\n}\n")
     assert "if (M == 1) return !skinny_first && nk >= kSm90SwappedLoneMinNK" in pays
     assert "if (M <= kSkinnyMaxM) return nk >= kSm90SwappedRowsMinNK;" in pays
     assert "if (sm90_swapped_quad_pays(N)) return f(Quad{});" in branch
@@ -277,13 +279,12 @@ def test_auto_adds_the_64x96_tile_where_64x64_tiles_may_exceed_one_wave(cuda_sou
         assert SMALL_WIDE not in cuda_source(fn), fn.name
     assert SMALL_WIDE not in cuda_source(short_m_wide, {"gemm_tile": "128x128"})
     header = SM90_HEADER.read_text()
-    branch = header[header.index("#if defined(TILEFOUNDRY_SM90_SMALL_WIDE)") :]
-    branch = branch[: branch.index("#endif")]
+    branch = span(header, "#if defined(TILEFOUNDRY_SM90_SMALL_WIDE)", "#endif")
     assert "if constexpr (BKMajor)" in branch
     call = "if (sm90_small_wide_pays(batch, M, N)) return f(Sm90Gemm<T, BKMajor, 64, 96, void, true>{});"
     assert call in branch
-    pays = header[header.index("inline bool sm90_small_wide_pays(") :]
-    assert "batch * ((M + 63) / 64) * ((N + 63) / 64) > device_facts().sms;" in pays[: pays.index("\n}\n")]
+    pays = span(header, "inline bool sm90_small_wide_pays(", "\n}\n")
+    assert "batch * ((M + 63) / 64) * ((N + 63) / 64) > device_facts().sms;" in pays
 
 
 def test_auto_adds_the_mid_swapped_gemm_where_its_tiles_may_be_one_wave(cuda_source) -> None:
@@ -297,14 +298,13 @@ def test_auto_adds_the_mid_swapped_gemm_where_its_tiles_may_be_one_wave(cuda_sou
         assert SWAPPED_MID not in cuda_source(fn), fn.name
     assert SWAPPED_MID not in cuda_source(short_m, {"gemm_tile": "128x128"})
     header = SM90_HEADER.read_text()
-    branch = header[header.index("#if defined(TILEFOUNDRY_SM90_SWAPPED_MID)") :]
-    branch = branch[: branch.index("#endif")]
+    branch = span(header, "#if defined(TILEFOUNDRY_SM90_SWAPPED_MID)", "#endif")
     call = "if (sm90_swapped_mid_pays(batch, M, N)) return f(Sm90GemmSwapped<T, 64, 32, 128, void, true>{});"
     assert call in branch
     small = header.index("#if defined(TILEFOUNDRY_SM90_SMALL_TILE)")
     assert header.index("#if defined(TILEFOUNDRY_SM90_SWAPPED_MID)") < small
-    pays = header[header.index("inline bool sm90_swapped_mid_pays(") :]
-    assert "batch * ((N + 63) / 64) * ((M + 31) / 32) <= device_facts().sms;" in pays[: pays.index("\n}\n")]
+    pays = span(header, "inline bool sm90_swapped_mid_pays(", "\n}\n")
+    assert "batch * ((N + 63) / 64) * ((M + 31) / 32) <= device_facts().sms;" in pays
 
 
 def test_the_variants_thresholds_are_the_runtimes() -> None:
