@@ -251,20 +251,10 @@ inline bool sm90_wide_pair_pays(int64_t batch, int64_t M, int64_t N, int64_t K) 
 //   a call whose launch carries more (`skinny_first`: B settled, read before the PDL wait, or a
 //   group, epilogue or prologue riding on one launch) keeps the skinny kernel, which the decode
 //   step is tuned around.
-// N up to which the swapped 64 x 16 tile runs as 4 x 1 clusters, four neighbouring tiles of B's rows
-// sharing each tile of A by multicast (cuBLAS's own shape for these calls). On the H200
-// (sm90_sweep.cu -DSM90_SWEEP_SKINNY, 2026-12-04) that ran every Qwen3 projection but the LM heads
-// 1-7% faster at M = 8 and 16 (1.7B down 0.999x -> 1.075x cuBLAS, 8B kv 0.906x -> 0.953x at
-// M = 16) and at M = 1 on the 8B rows, and the LM heads (N = 151936, 2374 tiles) 3-7% slower.
-inline constexpr int64_t kSm90SwappedQuadMaxN = 16384;
-
 inline constexpr int64_t kSm90SwappedMaxM = 16;
 inline constexpr int64_t kSm90SwappedMinNK = 4194304;      // 4Mi (8 MB of bf16): 8 < M <= 16
 inline constexpr int64_t kSm90SwappedRowsMinNK = 2097152;  // 2Mi: 1 < M <= 8
 inline constexpr int64_t kSm90SwappedLoneMinNK = 8388608;  // 8Mi, with N >= K; 16Mi with any N: M = 1
-
-/// Whether a call the swapped TN GEMM serves runs it as 4 x 1 clusters (kSm90SwappedQuadMaxN).
-inline bool sm90_swapped_quad_pays(int64_t N) { return N <= kSm90SwappedQuadMaxN; }
 
 /// Whether the swapped TN GEMM serves the problem (B stored (N, K)); `skinny_first` per the note above.
 inline bool sm90_swapped_pays(int64_t M, int64_t N, int64_t K, bool skinny_first = false) {
@@ -273,6 +263,16 @@ inline bool sm90_swapped_pays(int64_t M, int64_t N, int64_t K, bool skinny_first
   if (M <= kSkinnyMaxM) return nk >= kSm90SwappedRowsMinNK;
   return M <= kSm90SwappedMaxM && nk >= kSm90SwappedMinNK;
 }
+
+// N up to which the swapped 64 x 16 tile runs as 4 x 1 clusters, four neighbouring tiles of B's rows
+// sharing each tile of A by multicast (cuBLAS's own shape for these calls). On the H200
+// (sm90_sweep.cu -DSM90_SWEEP_SKINNY, 2026-12-04) that ran every Qwen3 projection but the LM heads
+// 1-7% faster at M = 8 and 16 (1.7B down 0.999x -> 1.075x cuBLAS, 8B kv 0.906x -> 0.953x at
+// M = 16) and at M = 1 on the 8B rows, and the LM heads (N = 151936, 2374 tiles) 3-7% slower.
+inline constexpr int64_t kSm90SwappedQuadMaxN = 16384;
+
+/// Whether a call the swapped TN GEMM serves runs it as 4 x 1 clusters (kSm90SwappedQuadMaxN).
+inline bool sm90_swapped_quad_pays(int64_t N) { return N <= kSm90SwappedQuadMaxN; }
 
 // M past kSm90SwappedMaxM up to which a TN GEMM runs swapped on 64 x 32 ping-pong tiles with K steps
 // of 128 (TILEFOUNDRY_SM90_SWAPPED_MID) when those tiles are one wave at most: 64 rows of B by 32 of
