@@ -289,6 +289,34 @@ def test_two_row_tiles_a_warp_build_the_paired_rows_config_alone(tmp_path: Path)
     assert len(names) == 1 and PAIRED_CONFIG in names[0], names
 
 
+@pytest.mark.parametrize("arch", ["90a", "90"])
+def test_the_wgmma_tier_builds_for_sm_90a_and_traps_elsewhere(arch: str, tmp_path: Path) -> None:
+    """With TILEFOUNDRY_FLASH_WGMMA=1 (what the code generator sets for sm_90a under "auto") the
+    prefill dispatch builds the wgmma kernel beside both mma.sync configs. Its sm_90a PTX issues 8
+    wgmma for S = Q Kᵀ (both operands in shared memory) and 8 for O += P V (P in registers) a step,
+    fences cp.async's writes for the async proxy, waits for the grid before it (PDL) and divides the
+    keys by the launch's splits; plain sm_90 code of it only traps."""
+    cat.require_nvcc()
+    ptx = tmp_path / "rows_tier.ptx"
+    flags = ["-O3", "-DTILEFOUNDRY_TARGET_CUDA", "-DTILEFOUNDRY_FLASH_WGMMA=1"]
+    code = f"-gencode=arch=compute_{arch},code=compute_{arch}"
+    cat.nvcc_compile(ROWS_TIER_SOURCE, ptx, *flags, code, "-ptx")
+    # each entry up to the next (the inline asm's own braces end no entry)
+    parts = re.split(r"\.entry (\w+)\(", ptx.read_text())
+    entries = dict(zip(parts[1::2], parts[2::2], strict=True))
+    wgmma = [b for n, b in entries.items() if "flash_wgmma_kernel" in n]
+    assert len(wgmma) == 1 and sum("flash_mma_kernel" in n for n in entries) == 2, sorted(entries)
+    (body,) = wgmma
+    if arch == "90a":
+        wgmma_op = r"wgmma\.mma_async\.sync\.aligned\.m64n128k16\.f32\.bf16\.bf16"
+        issued = re.findall(wgmma_op + r" \{[^}]*\}, (\S+)", body)
+        assert len(issued) == 16 and sum(a.startswith("{") for a in issued) == 8, issued
+        assert "fence.proxy.async.shared::cta" in body and "%nctaid.z" in body
+        assert body.index("griddepcontrol.wait") < body.index("cp.async")
+    else:
+        assert "trap" in body and "wgmma." not in body
+
+
 def _run_and_check(f, name: str, args: tuple[torch.Tensor, ...], where: str) -> None:
     fn = Cases.functions[name]
     outs = tuple(torch.full_like(args[0], float("nan")) for _ in OUTPUTS[name])
@@ -392,17 +420,26 @@ def prefill_bf16_d128(
 
 
 @pytest.mark.gpu
-def test_prefill_takes_the_paired_rows_for_large_grids_on_gpu(tmp_path_factory) -> None:
-    """Under attention_warp_rows "auto" a call with at least kFlashPairedMinCtasPerSm CTAs of 128
-    rows an SM (B8 H32 S1024: 2048 CTAs) runs the paired rows config, and B1 H32 S1024 (256) the
-    rows config; both match sdpa in f32 on the GPU, causal and full."""
+@pytest.mark.parametrize("arch", ["default", "sm_80"])
+def test_prefill_tier_by_arch_and_grid_on_gpu(tmp_path_factory, arch: str) -> None:
+    """Under attention_warp_rows "auto" the default (sm_90a) build runs head dim 128's prefill on the
+    wgmma tier whatever the grid; an sm_80 build (on the same GPU) runs a call with at least
+    kFlashPairedMinCtasPerSm CTAs of 128 rows an SM (B8 H32 S1024: 2048 CTAs) on the paired rows
+    config, and B1 H32 S1024 (256) on the rows config. All match sdpa in f32, causal and full."""
     from tilefoundry.runtime.loader import load_linked_module
 
     if torch.cuda.get_device_properties(0).multi_processor_count * 8 > 2048:
         pytest.skip("B8 H32 S1024 has fewer than 8 CTAs an SM on this device")
-    f = load_linked_module(_compile(prefill_bf16_d128, tmp_path_factory, None)[0], "prefill_bf16_d128")
+    options = None if arch == "default" else {"arch": arch}
+    f = load_linked_module(_compile(prefill_bf16_d128, tmp_path_factory, options)[0], "prefill_bf16_d128")
+    if arch == "default":
+        if torch.cuda.get_device_capability(0) != (9, 0):
+            pytest.skip("the default build is the GPU's arch; wgmma is sm_90a's")
+        kernels = (("flash_wgmma_kernel", "flash_wgmma_kernel"),) * 2
+    else:
+        kernels = (("flash_mma_kernel", _demangled(PAIRED_ARGS)), ("flash_mma_kernel", _demangled(ROWS_ARGS)))
     gen = torch.Generator().manual_seed(23)
-    for batch, config in ((8, _demangled(PAIRED_ARGS)), (1, _demangled(ROWS_ARGS))):
+    for batch, (kernel, config) in zip((8, 1), kernels, strict=True):
         q, k, v = (torch.randn(batch, 32, 1024, 128, generator=gen).to(torch.bfloat16).cuda() for _ in "qkv")
         f(q, k, v, torch.empty_like(q), torch.empty_like(q))  # the plan reads the device's facts once
         torch.cuda.synchronize()
@@ -410,8 +447,8 @@ def test_prefill_takes_the_paired_rows_for_large_grids_on_gpu(tmp_path_factory) 
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             f(q, k, v, *outs)
             torch.cuda.synchronize()
-        names = [e.name for e in prof.events() if "flash_mma_kernel" in e.name]
-        assert len(names) == 2 and all(config in n for n in names), (batch, names)
+        names = [e.name for e in prof.events() if "flash_" in e.name]
+        assert len(names) == 2 and all(kernel in n and config in n for n in names), (batch, names)
         for out, causal in zip(outs, (True, False), strict=True):
             ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
             tol, what = TOLERANCE[torch.bfloat16], f"B{batch} H32 S1024 causal={causal}"

@@ -9,6 +9,7 @@ import pytest
 
 from tilefoundry.codegen.cuda import atoms
 from tilefoundry.codegen.cuda.attention import atom_blocker, match_attention
+from tilefoundry.codegen.cuda.attention_atom import WGMMA_MACRO
 from tilefoundry.codegen.cuda.catalog import arch_catalog
 from tilefoundry.codegen.cuda.options import ATTENTION_WARP_ROWS
 from tilefoundry.codegen.cuda.realize import realize_kernel
@@ -176,17 +177,31 @@ MMA_HEADER = ATOMS_DIR / "attention_mma.cuh"
 
 def test_warp_rows_option_defines_the_rows_config_where_attention_is_called(cuda_source) -> None:
     """attention_warp_rows=16 or 32 defines TILEFOUNDRY_FLASH_WARP_ROWS before the runtime's include
-    in a module that calls the attention atom; "auto" (the default), and a module without
-    attention, define none."""
+    in a module that calls the attention atom, and no wgmma tier; "auto" (the default), and a module
+    without attention, define no rows."""
     for rows in (16, 32):
         text = cuda_source(gqa, {"attention_warp_rows": rows})
-        assert f"#define TILEFOUNDRY_FLASH_WARP_ROWS {rows}\n" in text
+        assert f"#define TILEFOUNDRY_FLASH_WARP_ROWS {rows}\n" in text and WGMMA_MACRO not in text
         assert text.index("TILEFOUNDRY_FLASH_WARP_ROWS") < text.index("#include <tilefoundry/runtime.h>")
     assert ATTENTION_WARP_ROWS.default == "auto"
     assert "TILEFOUNDRY_FLASH_WARP_ROWS" not in cuda_source(gqa)
     assert "TILEFOUNDRY_FLASH_WARP_ROWS" not in cuda_source(gqa, {"attention_warp_rows": "auto"})
     loop = {"attention_warp_rows": 32, "attention": "loop"}
     assert "TILEFOUNDRY_FLASH_WARP_ROWS" not in cuda_source(gqa, loop)
+
+
+@pytest.mark.parametrize(("arch", "built"), [("sm_90a", True), ("sm_90", False), ("sm_80", False)])
+def test_the_wgmma_tier_is_built_under_auto_where_the_arch_has_wgmma(
+    cuda_source, arch: str, built: bool
+) -> None:
+    """Under attention_warp_rows "auto" a module that calls the attention atom defines
+    TILEFOUNDRY_FLASH_WGMMA before the runtime's include for sm_90a alone (plain sm_90 turns wgmma
+    into traps); a module without the atom never does."""
+    text = cuda_source(gqa, arch=arch)
+    assert (f"#define {WGMMA_MACRO} 1\n" in text) is built
+    if built:
+        assert text.index(WGMMA_MACRO) < text.index("#include <tilefoundry/runtime.h>")
+    assert WGMMA_MACRO not in cuda_source(gqa, {"attention": "loop"}, arch=arch)
 
 
 def test_an_undeclared_warp_rows_value_is_refused_naming_the_choices(cuda_source) -> None:
@@ -209,3 +224,9 @@ def test_the_rows_configs_follow_the_warp_rows_macro() -> None:
     choice = choice[: choice.index("\n}\n")]
     assert "TILEFOUNDRY_FLASH_WARP_ROWS == 16" in choice and "TILEFOUNDRY_FLASH_WARP_ROWS == 32" in choice
     assert "ctas >= kFlashPairedMinCtasPerSm * dev.sms" in choice
+    # the wgmma tier first, where it is built, the rows are not fixed and the head dim is 128
+    wgmma = choice.index("if constexpr (TILEFOUNDRY_FLASH_WGMMA == 1 && TILEFOUNDRY_FLASH_WARP_ROWS == 0)")
+    assert wgmma < choice.index("TILEFOUNDRY_FLASH_WARP_ROWS == 16")
+    assert "if (head_dim == 128 && dev.sm90_code) return AttnTier::wgmma_rows;" in choice
+    wgmma_header = (ATOMS_DIR / "attention_wgmma.cuh").read_text()
+    assert "#ifndef TILEFOUNDRY_FLASH_WGMMA\n#define TILEFOUNDRY_FLASH_WGMMA 0\n" in wgmma_header

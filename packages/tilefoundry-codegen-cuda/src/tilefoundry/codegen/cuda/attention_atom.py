@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tilefoundry.ir.errors import PlanError
+from tilefoundry.ir.target import TargetCatalog
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
 from tilefoundry.ir.tile.expr import Const
 from tilefoundry.ir.tile.stmt import AtomCall, Kernel, Program
@@ -67,16 +68,24 @@ def _attention_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
 register(AtomKind(PREFIX, _attention_recheck, _attention_launch))
 
 
-def warp_rows_defines(options: Mapping[str, Any], called: list[Realization]) -> list[str]:
-    """The macro of option attention_warp_rows (atoms/attention_mma.cuh's TILEFOUNDRY_FLASH_WARP_ROWS)
-    where it fixes the prefill config and an attention atom is called; under "auto" the header's
-    default chooses per call. The option is read (and checked) either way.
+WGMMA_MACRO = "TILEFOUNDRY_FLASH_WGMMA"
+
+
+def attention_defines(
+    options: Mapping[str, Any], called: list[Realization], catalog: TargetCatalog
+) -> list[str]:
+    """The attention atom's macros where the module calls it: option attention_warp_rows's
+    TILEFOUNDRY_FLASH_WARP_ROWS (atoms/attention_mma.cuh) where it fixes the mma.sync prefill config;
+    under "auto" on an arch with wgmma (sm_90a), TILEFOUNDRY_FLASH_WGMMA, which builds the Hopper
+    prefill tier (atoms/attention_wgmma.cuh) that head dim 128 takes; else none, and the header
+    chooses between the mma.sync configs per call. The option is read (and checked) either way.
 
     Raises:
         PlanError: a value that is not one of the option's declared values, naming them.
     """
     rows = ATTENTION_WARP_ROWS.read(options)
-    calls = any(isinstance(r.body, AtomCall) and r.body.atom.startswith(PREFIX) for r in called)
-    if not calls or rows == "auto":
+    if not any(isinstance(r.body, AtomCall) and r.body.atom.startswith(PREFIX) for r in called):
         return []
-    return [f"#define TILEFOUNDRY_FLASH_WARP_ROWS {rows}"]
+    if rows != "auto":
+        return [f"#define TILEFOUNDRY_FLASH_WARP_ROWS {rows}"]
+    return [f"#define {WGMMA_MACRO} 1"] if "wgmma" in catalog.capabilities else []

@@ -19,10 +19,11 @@ ATTENTION = Option(
 )
 ATTENTION_WARP_ROWS = Option(
     "attention_warp_rows", ("auto", 16, 32), "auto",
-    "rows each warp of the attention atom's tensor-core prefill tier owns, a knob for `autotune`: 16 "
+    "rows each warp of the attention atom's mma.sync prefill tier owns, a knob for `autotune`: 16 "
     "(8 warps of one m16 tile, Q in registers, one CTA an SM) / 32 (4 warps of two tiles sharing each K "
-    "and V fragment, Q reloaded from shared memory, 32-key steps, two CTAs an SM); auto: 32 for a call "
-    "with at least 8 CTAs of 128 rows an SM, else 16",
+    "and V fragment, Q reloaded from shared memory, 32-key steps, two CTAs an SM); auto: on sm_90a the "
+    "wgmma tier (two warpgroups of 64 rows, 128-key steps) at head dim 128, else 32 for a call with at "
+    "least 8 CTAs of 128 rows an SM, and 16 below",
     NAME,
 )
 GEMM_TILE = Option(

@@ -60,6 +60,7 @@
 #include <tilefoundry/runtime/cuda/atoms/attention_args.cuh>
 #include <tilefoundry/runtime/cuda/atoms/attention_merge.cuh>
 #include <tilefoundry/runtime/cuda/atoms/attention_mma.cuh>
+#include <tilefoundry/runtime/cuda/atoms/attention_wgmma.cuh>
 #include <tilefoundry/runtime/cuda/atoms/device_facts.cuh>
 #include <tilefoundry/runtime/cuda/atoms/gemm_sm80.cuh>
 #include <tilefoundry/runtime/cuda/atoms/launch.cuh>
@@ -233,7 +234,7 @@ inline constexpr int kKeysMaxSplits = 16;           // keys tier: splits a row b
 inline constexpr int64_t kClusterMaxKeys = 4096;    // keys tier: the cluster form up to this capacity
 inline constexpr int64_t kFlashMaxExtent = 1 << 30; // Sq, Skv: key and row indices stay int
 
-enum class AttnTier { simt, mma_rows, mma_rows_paired, mma_keys };
+enum class AttnTier { simt, mma_rows, mma_rows_paired, mma_keys, wgmma_rows };
 
 // Prefill calls with at least this many 128-row CTAs an SM take the paired rows config (32 rows a
 // warp) where TILEFOUNDRY_FLASH_WARP_ROWS leaves the choice per call. On the H200 (bench/gpu/
@@ -296,6 +297,7 @@ inline constexpr FlashFacts flash_facts_of = {Cfg::kSmemBytes, Cfg::kMinBlocks, 
 
 template <int D>
 inline FlashFacts flash_facts_at(AttnTier tier) {
+  if (tier == AttnTier::wgmma_rows) return flash_facts_of<FlashWgmmaRowsConfig>;
   if (tier == AttnTier::mma_keys) return flash_facts_of<FlashKeysConfig<D>>;
   if (tier == AttnTier::mma_rows_paired) return flash_facts_of<FlashPairedRowsConfig<D>>;
   return flash_facts_of<FlashRowsConfig<D>>;
@@ -308,7 +310,10 @@ inline FlashFacts flash_facts(int head_dim, AttnTier tier) {
 
 /// The prefill tier of a call with `ctas` CTAs of 128 rows: TILEFOUNDRY_FLASH_WARP_ROWS's, or
 /// where it is 0 the paired rows config from kFlashPairedMinCtasPerSm CTAs an SM.
-inline AttnTier flash_rows_tier(int64_t ctas, DeviceFacts const& dev) {
+inline AttnTier flash_rows_tier(int64_t ctas, int head_dim, DeviceFacts const& dev) {
+  if constexpr (TILEFOUNDRY_FLASH_WGMMA == 1 && TILEFOUNDRY_FLASH_WARP_ROWS == 0) {
+    if (head_dim == 128 && dev.sm90_code) return AttnTier::wgmma_rows;
+  }
   if constexpr (TILEFOUNDRY_FLASH_WARP_ROWS == 16) {
     return AttnTier::mma_rows;
   } else if constexpr (TILEFOUNDRY_FLASH_WARP_ROWS == 32) {
@@ -401,7 +406,7 @@ inline AttnPlan attention_plan(AttentionArgs<T, LenT> const& a, int head_dim) {
     bool const keys = g * a.sq <= flash_facts(head_dim, AttnTier::mma_keys).rows;
     int64_t const rows = flash_facts(head_dim, AttnTier::mma_rows).rows;
     AttnTier const tier =
-        keys ? AttnTier::mma_keys : flash_rows_tier(flash_row_blocks(a, rows) * a.batch * a.kv_heads, dev);
+        keys ? AttnTier::mma_keys : flash_rows_tier(flash_row_blocks(a, rows) * a.batch * a.kv_heads, head_dim, dev);
     FlashFacts const f = flash_facts(head_dim, tier);
     if (f.smem <= static_cast<size_t>(dev.smem_optin)) {
       int64_t const most = keys ? kKeysMaxSplits : std::numeric_limits<int>::max();
@@ -453,10 +458,28 @@ inline cudaError_t flash_mma(AttentionArgs<T, LenT> const& a, AttnPartials part,
                        static_cast<int>(plan.chunk), plan.solo);
 }
 
-/// The prefill tier the plan chose; TILEFOUNDRY_FLASH_WARP_ROWS of 16 or 32 builds only its config.
+/// The wgmma tier (attention_wgmma.cuh) at head dim 128.
+template <class T, class LenT>
+inline cudaError_t flash_wgmma(AttentionArgs<T, LenT> const& a, AttnPartials part, AttnPlan const& plan,
+                               cudaStream_t stream) {
+  using Cfg = FlashWgmmaRowsConfig;
+  auto kernel = flash_wgmma_kernel<T, LenT, Cfg>;
+  static std::atomic<unsigned long long> raised{0};
+  cudaError_t const err = allow_smem(kernel, Cfg::kSmemBytes, raised);
+  if (err != cudaSuccess) return err;
+  dim3 const grid(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(a.batch * a.kv_heads),
+                  static_cast<unsigned>(plan.splits));
+  return launch_kernel(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, a, part, static_cast<int>(plan.chunk));
+}
+
+/// The prefill tier the plan chose; TILEFOUNDRY_FLASH_WARP_ROWS of 16 or 32 builds only its config,
+/// and the wgmma tier is built only where TILEFOUNDRY_FLASH_WGMMA is set (and D = 128).
 template <int D, class T, class LenT>
 inline cudaError_t flash_rows(AttentionArgs<T, LenT> const& a, AttnPartials part, AttnPlan const& plan,
                               cudaStream_t stream) {
+  if constexpr (TILEFOUNDRY_FLASH_WGMMA == 1 && TILEFOUNDRY_FLASH_WARP_ROWS == 0 && D == 128) {
+    if (plan.tier == AttnTier::wgmma_rows) return flash_wgmma(a, part, plan, stream);
+  }
   if constexpr (TILEFOUNDRY_FLASH_WARP_ROWS != 32) {
     if (plan.tier == AttnTier::mma_rows) return flash_mma<T, LenT, FlashRowsConfig<D>>(a, part, plan, stream);
   }

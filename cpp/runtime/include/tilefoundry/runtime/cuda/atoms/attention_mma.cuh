@@ -313,6 +313,72 @@ __device__ __forceinline__ void flash_slice(FlashWarpState<D, MT>& w, T const* q
   }
 }
 
+// ---------------------------------------------------------------- a CTA's rows and keys
+
+/// What a prefill or decode CTA of the tensor-core tiers (this file's and attention_wgmma.cuh's)
+/// works on: its block of rows ρ of one (batch, kv head) and its split's share of the keys.
+struct FlashRange {
+  int64_t bk;        ///< b · Hkv + hk (blockIdx.y)
+  int64_t rows_kv;   ///< rows ρ sharing the kv head: g · Sq
+  int64_t rho0;      ///< the block's first ρ
+  int64_t row_base;  ///< q / out row of ρ = 0
+  int64_t len;       ///< the batch's valid keys
+  int k_begin, k_end;
+  bool alone;  ///< solo: split 0 takes every key alone, and the other splits leave
+};
+
+/**
+ * @brief The row block and key range of this CTA (grid: row blocks, batch · Hkv, splits; causal
+ *        launches each head's last, heaviest, row block first).
+ * The splits share the keys the row block sees at run time (the same for every split of it): an
+ * even share each, in whole steps of `step`, never more than the capacity's `chunk` the plan
+ * passed. At a short kv_len each split with keys takes one step and the rest none, or, while the
+ * block sees at most `solo` keys (solo > 0), split 0 all of them.
+ */
+template <class T, class LenT>
+__device__ inline FlashRange flash_range(AttentionArgs<T, LenT> const& a, int rows, int step, int chunk, int solo) {
+  FlashRange r;
+  int64_t const group = a.heads / a.kv_heads;
+  r.rows_kv = group * a.sq;
+  int64_t const rb = a.causal ? static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x : static_cast<int64_t>(blockIdx.x);
+  r.bk = blockIdx.y;
+  int64_t const b = r.bk / a.kv_heads, hk = r.bk % a.kv_heads;
+  r.rho0 = rb * rows;
+  r.row_base = (b * a.heads + hk * group) * a.sq;
+  r.len = kv_length(a.kv_len, a.kv_len_per_batch, b, a.skv);
+  // Row i sees keys [0, min(len, i + len - Sq + 1)) when causal (the last query sees the last key).
+  int64_t cta_end = r.len;
+  if (a.causal) {
+    int64_t const last = (r.rho0 + rows < r.rows_kv ? r.rho0 + rows : r.rows_kv) - 1;
+    int64_t const i_max = r.rho0 / a.sq == last / a.sq ? last % a.sq : a.sq - 1;
+    cta_end = r.len < i_max + r.len - a.sq + 1 ? r.len : i_max + r.len - a.sq + 1;
+  }
+  r.alone = solo > 0 && cta_end <= solo;
+  if (r.alone) {
+    chunk = static_cast<int>(cta_end > step ? (cta_end + step - 1) / step * step : step);
+  } else if (cta_end > 0) {
+    int64_t const even = ((cta_end + gridDim.z - 1) / gridDim.z + step - 1) / step * step;
+    chunk = even < chunk ? static_cast<int>(even) : chunk;
+  }
+  r.k_begin = static_cast<int>(blockIdx.z) * chunk;
+  r.k_end = static_cast<int>(cta_end < r.k_begin + chunk ? (cta_end > r.k_begin ? cta_end : r.k_begin)
+                                                          : r.k_begin + chunk);
+  return r;
+}
+
+/// The keys below which row ρ sees in this CTA's range; rows past the block's end (zero q, output
+/// dropped) see every loaded key, so they never force masking.
+template <class T, class LenT>
+__device__ inline int flash_visible(AttentionArgs<T, LenT> const& a, FlashRange const& r, int64_t rho) {
+  int64_t v = r.k_end;
+  if (rho < r.rows_kv) {
+    int64_t const i = rho % a.sq;
+    v = a.causal && i + r.len - a.sq + 1 < r.len ? i + r.len - a.sq + 1 : r.len;
+    v = v < r.k_end ? v : r.k_end;
+  }
+  return static_cast<int>(v > 0 ? v : 0);
+}
+
 // ---------------------------------------------------------------- the kernel
 
 /// Cluster: the CTAs of blockIdx.z are one cluster whose cluster_merge writes out (`part` unused).
@@ -336,53 +402,21 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
   int const rg = warp % Cfg::kRowWarps, kw = warp / Cfg::kRowWarps;
   int const g = lane / 4, t = lane % 4;
 
-  int64_t const group = a.heads / a.kv_heads;
-  int64_t const rows_kv = group * a.sq;  // rows ρ sharing this kv head
-  int64_t const rb = a.causal ? static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x : static_cast<int64_t>(blockIdx.x);
-  int64_t const bk = blockIdx.y;  // b * Hkv + hk
-  int64_t const b = bk / a.kv_heads, hk = bk % a.kv_heads;
-  int64_t const rho0 = rb * Cfg::kRows;
-  int64_t const row_base = (b * a.heads + hk * group) * a.sq;  // q / out row of ρ = 0
-  int64_t const len = kv_length(a.kv_len, a.kv_len_per_batch, b, a.skv);
-  // Row i sees keys [0, min(len, i + len - Sq + 1)) when causal (the last query sees the last key).
-  int64_t cta_end = len;
-  if (a.causal) {
-    int64_t const last = (rho0 + Cfg::kRows < rows_kv ? rho0 + Cfg::kRows : rows_kv) - 1;
-    int64_t const i_max = rho0 / a.sq == last / a.sq ? last % a.sq : a.sq - 1;
-    cta_end = len < i_max + len - a.sq + 1 ? len : i_max + len - a.sq + 1;
-  }
-  // The splits share the keys this row block sees at run time (the same for every split of it):
-  // an even share each, in whole steps, never more than the capacity's chunk the plan passed. At a
-  // short kv_len each split with keys takes one step and the rest none, or (solo) split 0 all.
-  bool const alone = solo > 0 && cta_end <= solo;
-  if (alone && blockIdx.z != 0) return;
-  if (alone) {
-    chunk = static_cast<int>(cta_end > Step ? (cta_end + Step - 1) / Step * Step : Step);
-  } else if (cta_end > 0) {
-    int64_t const even = ((cta_end + gridDim.z - 1) / gridDim.z + Step - 1) / Step * Step;
-    chunk = even < chunk ? static_cast<int>(even) : chunk;
-  }
-  int const k_begin = static_cast<int>(blockIdx.z) * chunk;
-  int const k_end = static_cast<int>(cta_end < k_begin + chunk ? (cta_end > k_begin ? cta_end : k_begin)
-                                                                 : k_begin + chunk);
+  FlashRange const cr = flash_range(a, Cfg::kRows, Step, chunk, solo);
+  if (cr.alone && blockIdx.z != 0) return;
+  int64_t const rows_kv = cr.rows_kv, rho0 = cr.rho0, row_base = cr.row_base, bk = cr.bk;
+  int const k_begin = cr.k_begin, k_end = cr.k_end;
+  bool const alone = cr.alone;
   int const n_steps = (k_end - k_begin + Step - 1) / Step;
 
-  // Each lane's two rows (g, g + 8) of row tile mt see keys below vis[mt][h]; rows past the
-  // block's end (zero q, output dropped) see every loaded key, so they never force masking.
+  // Each lane's two rows (g, g + 8) of row tile mt see keys below vis[mt][h].
   int vis[MT][2];
   int wmin = k_end, wmax = 0;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      int64_t const rho = rho0 + rg * WR + mt * 16 + g + 8 * h;
-      int64_t v = k_end;
-      if (rho < rows_kv) {
-        int64_t const i = rho % a.sq;
-        v = a.causal && i + len - a.sq + 1 < len ? i + len - a.sq + 1 : len;
-        v = v < k_end ? v : k_end;
-      }
-      vis[mt][h] = static_cast<int>(v > 0 ? v : 0);
+      vis[mt][h] = flash_visible(a, cr, rho0 + rg * WR + mt * 16 + g + 8 * h);
       wmin = min(wmin, vis[mt][h]);
       wmax = max(wmax, vis[mt][h]);
     }
