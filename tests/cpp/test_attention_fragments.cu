@@ -306,20 +306,57 @@ void test_split_keys() {
   CHECK(attention_partial_bytes(3, 5, 64) == 128 + 3 * 5 * 64 * 4);  // m, l block padded to 16 bytes
 }
 
-/// The prefill config per call (TILEFOUNDRY_FLASH_WARP_ROWS left at 0): the paired rows from
+/// The prefill config per call (TILEFOUNDRY_FLASH_WARP_ROWS left at 0, no TILEFOUNDRY_FLASH_WGMMA:
+/// the wgmma tier is not built here, even on an sm_90 device): the paired rows from
 /// kFlashPairedMinCtasPerSm CTAs an SM, the rows config below; the facts each plan splits by.
 void test_rows_tier() {
   DeviceFacts dev;
   dev.sms = 132;
-  CHECK(flash_rows_tier(4 * 32 * 32, dev) == AttnTier::mma_rows_paired);  // B4 H32 S4096
-  CHECK(flash_rows_tier(32 * 8, dev) == AttnTier::mma_rows);              // B1 H32 S1024
-  CHECK(flash_rows_tier(kFlashPairedMinCtasPerSm * 132, dev) == AttnTier::mma_rows_paired);
-  CHECK(flash_rows_tier(kFlashPairedMinCtasPerSm * 132 - 1, dev) == AttnTier::mma_rows);
+  dev.sm90_code = true;
+  for (int d : {64, 128}) {
+    CHECK(flash_rows_tier(4 * 32 * 32, d, dev) == AttnTier::mma_rows_paired);  // B4 H32 S4096
+    CHECK(flash_rows_tier(32 * 8, d, dev) == AttnTier::mma_rows);              // B1 H32 S1024
+    CHECK(flash_rows_tier(kFlashPairedMinCtasPerSm * 132, d, dev) == AttnTier::mma_rows_paired);
+    CHECK(flash_rows_tier(kFlashPairedMinCtasPerSm * 132 - 1, d, dev) == AttnTier::mma_rows);
+  }
   FlashFacts const rows = flash_facts(128, AttnTier::mma_rows);
   FlashFacts const paired = flash_facts(128, AttnTier::mma_rows_paired);
-  CHECK(rows.rows == 128 && paired.rows == 128);
+  FlashFacts const wgmma = flash_facts(128, AttnTier::wgmma_rows);
+  CHECK(rows.rows == 128 && paired.rows == 128 && wgmma.rows == 128);
   CHECK(rows.per_sm == 1 && paired.per_sm == 2 && rows.step == 64 && paired.step == 32);
+  CHECK(wgmma.per_sm == 1 && wgmma.step == 128 && wgmma.smem <= 227 * 1024);
   CHECK(flash_facts(64, AttnTier::mma_keys).rows == 16);
+}
+
+/// The wgmma tier's shared-memory tiles (attention_wgmma.cuh): wgmma_tile_offset places the 128 x 16
+/// chunks of a tile on distinct 16-byte slots of its 32 KB, each row's half-row in that row's own
+/// 128 bytes, and the 8 rows of a core matrix on 8 distinct slots of a 128-byte line (the 128-byte
+/// swizzle: conflict-free rows for wgmma and for the cp.async writes); the descriptors carry the
+/// offsets and the swizzle mode in the PTX ISA's bit fields.
+void test_wgmma_layout() {
+  std::vector<bool> used(128 * 128 * 2 / 16, false);
+  for (int r = 0; r < 128; ++r) {
+    for (int c = 0; c < 16; ++c) {
+      uint32_t const off = wgmma_tile_offset(r, c);
+      CHECK(off % 16 == 0 && off < 128 * 128 * 2 && !used[off / 16]);
+      used[off / 16] = true;
+      CHECK(off / 128 == static_cast<uint32_t>((c / 8) * 128 + r));  // its half, its row
+    }
+  }
+  for (int c = 0; c < 16; ++c) {
+    for (int r0 = 0; r0 < 128; r0 += 8) {
+      int slots = 0;
+      for (int r = r0; r < r0 + 8; ++r) slots |= 1 << (wgmma_tile_offset(r, c) % 128 / 16);
+      CHECK(slots == 0xff);
+    }
+  }
+  uint64_t const k = wgmma_desc_k_major(0x10000, 64, 5);  // Q's second warpgroup, k-step 5
+  CHECK((k & 0x3fff) == (0x10000u + 128 * 128 + 64 * 128 + 32) >> 4);
+  CHECK(((k >> 16) & 0x3fff) == 1 && ((k >> 32) & 0x3fff) == 1024 / 16 && (k >> 62) == 1);
+  CHECK(((k >> 49) & 0x7) == 0);  // base offset 0: every tile starts 1024-byte aligned
+  uint64_t const v = wgmma_desc_mn_major(0x20000, 3);  // V, keys 48..63
+  CHECK((v & 0x3fff) == (0x20000u + 3 * 16 * 128) >> 4);
+  CHECK(((v >> 16) & 0x3fff) == 128 * 128 / 16 && ((v >> 32) & 0x3fff) == 1024 / 16 && (v >> 62) == 1);
 }
 
 /// Split-KV planning for the cluster path: at most the cluster size, the same chunk rules.
@@ -493,6 +530,7 @@ int main() {
   tf_test::run_group("attention_split_keys", test_split_keys);
   tf_test::run_group("attention_cluster_split_keys", test_cluster_split_keys);
   tf_test::run_group("attention_rows_tier", test_rows_tier);
+  tf_test::run_group("attention_wgmma_layout", test_wgmma_layout);
   tf_test::run_group("attention_merge_orders_agree", test_merge_orders_agree);
   tf_test::run_group("attention_merge_empty_splits", test_merge_empty_splits);
   return tf_test::check_summary();

@@ -233,6 +233,8 @@ ATTENTION_GROUPS = [
     ("attention_bank_groups", "each ldmatrix phase reads 8 distinct 16-byte bank groups of the padded rows"),
     ("attention_split_keys", "split-KV chunks: enough for the target CTAs, step multiples, none empty"),
     ("attention_cluster_split_keys", "the cluster path's splits: at most the cluster size, same chunk rules"),
+    ("attention_rows_tier", "the prefill config per call without the wgmma tier; each tier's plan facts"),
+    ("attention_wgmma_layout", "wgmma tier: swizzled tiles are conflict-free bijections; descriptor fields"),
     ("attention_merge_orders_agree", "the cluster merge folds as the merge kernel, bit for bit, near f64"),
     ("attention_merge_empty_splits", "empty splits (m = -inf, l = 0) change nothing; a row nobody saw is 0"),
 ]
