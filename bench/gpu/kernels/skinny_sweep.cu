@@ -23,6 +23,7 @@
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DNDEBUG \
 //        -I cpp/runtime/include -I <cutlass>/include bench/gpu/kernels/skinny_sweep.cu -o /tmp/sweep
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -736,11 +737,15 @@ float depth_time(AttentionArgs<T, int64_t> const& a, detail::AttnPlan const& pla
   return us;
 }
 
-/// The same call in the workspace form: `want` splits a row block (FlashKeysConfig, no cluster:
-/// two CTAs an SM anywhere), then attention_merge over the partials.
+/// The same call in the workspace form: `want` splits a row block (Cfg, FlashKeysConfig by
+/// default: no cluster, two CTAs an SM anywhere), then attention_merge over the partials.
+template <class Cfg = detail::FlashKeysConfig<128>>
 float workspace_time(AttentionArgs<T, int64_t> const& a, int64_t want, std::vector<T*> const& ks,
                      std::vector<T*> const& vs, T* out, int& splits) {
-  using Cfg = detail::FlashKeysConfig<128>;
+  static std::atomic<unsigned long long> raised{0};
+  if (detail::allow_smem(detail::flash_mma_kernel<T, int64_t, Cfg, false>, Cfg::kSmemBytes, raised) != cudaSuccess) {
+    std::printf("workspace: shared memory of %zu bytes refused\n", Cfg::kSmemBytes);
+  }
   int64_t const rows = a.batch * a.heads * a.sq, ctas = a.batch * a.kv_heads;
   detail::AttnPlan const plan =
       detail::split_keys(detail::AttnTier::mma_keys, ctas, ctas * want, a.skv, Cfg::kStepKeys, detail::kFlashMinChunk, 1);
@@ -820,6 +825,23 @@ void depth_sweep() {
         float const us = workspace_time(a, want, ks, vs, o_var, splits);
         char name[64];
         std::snprintf(name, sizeof(name), "workspace form, %d splits + merge kernel", splits);
+        row(name, us, o_var);
+      }
+      // Deeper pipelines in the workspace form (the plan's form past 4096 keys), 16 and 33 splits
+      for (int64_t want : {16, 33}) {
+        int splits = 0;
+        char name[64];
+        float us = workspace_time<FlashConfig<128, 1, 4, 16, 6, 1>>(a, want, ks, vs, o_var, splits);
+        std::snprintf(name, sizeof(name), "ws %d splits, 6 stages, 1 CTA an SM", splits);
+        row(name, us, o_var);
+        us = workspace_time<FlashConfig<128, 1, 4, 16, 5, 2>>(a, want, ks, vs, o_var, splits);
+        std::snprintf(name, sizeof(name), "ws %d splits, 5 stages, 2 CTAs an SM", splits);
+        row(name, us, o_var);
+        us = workspace_time<FlashConfig<128, 1, 8, 16, 4, 1>>(a, want, ks, vs, o_var, splits);
+        std::snprintf(name, sizeof(name), "ws %d splits, 8 key warps, 4 stages", splits);
+        row(name, us, o_var);
+        us = workspace_time<FlashConfig<128, 1, 4, 32, 3, 1>>(a, want, ks, vs, o_var, splits);
+        std::snprintf(name, sizeof(name), "ws %d splits, 32 keys a warp, 3 stages", splits);
         row(name, us, o_var);
       }
     }

@@ -227,6 +227,7 @@ def test_the_rows_configs_follow_the_warp_rows_macro() -> None:
     # the wgmma tier first, where it is built, the rows are not fixed and the head dim is 128
     wgmma = choice.index("if constexpr (TILEFOUNDRY_FLASH_WGMMA == 1 && TILEFOUNDRY_FLASH_WARP_ROWS == 0)")
     assert wgmma < choice.index("TILEFOUNDRY_FLASH_WARP_ROWS == 16")
-    assert "if (head_dim == 128 && dev.sm90_code) return AttnTier::wgmma_rows;" in choice
+    assert "if (head_dim == 128 && dev.sm90_code && fits) return AttnTier::wgmma_rows;" in choice
+    assert "FlashWgmmaRowsConfig::kSmemBytes <= static_cast<size_t>(dev.smem_optin)" in choice
     wgmma_header = (ATOMS_DIR / "attention_wgmma.cuh").read_text()
     assert "#ifndef TILEFOUNDRY_FLASH_WGMMA\n#define TILEFOUNDRY_FLASH_WGMMA 0\n" in wgmma_header

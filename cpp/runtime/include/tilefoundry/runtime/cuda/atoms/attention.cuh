@@ -8,7 +8,9 @@
 //
 // Design. The g query heads sharing a kv head own g · Sq consecutive rows of q and out; every
 // tier gives a CTA rows of one (batch, kv head), so each K/V tile it loads serves all of them.
-// Three tiers, chosen per call by attention_plan (the workspace size follows the same plan):
+// Four tiers, chosen per call by attention_plan (the workspace size follows the same plan):
+//   wgmma rows (attention_wgmma.cuh) 16-bit, head dim 128, g · Sq > 16 (prefill), sm_90a modules
+//             (TILEFOUNDRY_FLASH_WGMMA): 128 rows on two warpgroups x 128-key steps, wgmma.
 //   mma rows  (attention_mma.cuh)  16-bit, head dim 64/128, g · Sq > 16 (prefill): 128 rows x
 //             64-key steps on mma.sync tensor cores, FlashAttention-2's schedule, 3-stage cp.async.
 //   mma keys  (attention_mma.cuh)  16-bit, head dim 64/128, g · Sq <= 16 (decode): 16 rows, four
@@ -308,11 +310,14 @@ inline FlashFacts flash_facts(int head_dim, AttnTier tier) {
   return head_dim == 64 ? flash_facts_at<64>(tier) : flash_facts_at<128>(tier);
 }
 
-/// The prefill tier of a call with `ctas` CTAs of 128 rows: TILEFOUNDRY_FLASH_WARP_ROWS's, or
-/// where it is 0 the paired rows config from kFlashPairedMinCtasPerSm CTAs an SM.
+/// The prefill tier of a call with `ctas` CTAs of 128 rows: at head dim 128 the wgmma tier where
+/// TILEFOUNDRY_FLASH_WGMMA built it, this module's sm_90 code runs and its shared memory fits; else
+/// TILEFOUNDRY_FLASH_WARP_ROWS's config, or where it is 0 the paired rows config from
+/// kFlashPairedMinCtasPerSm CTAs an SM.
 inline AttnTier flash_rows_tier(int64_t ctas, int head_dim, DeviceFacts const& dev) {
   if constexpr (TILEFOUNDRY_FLASH_WGMMA == 1 && TILEFOUNDRY_FLASH_WARP_ROWS == 0) {
-    if (head_dim == 128 && dev.sm90_code) return AttnTier::wgmma_rows;
+    bool const fits = FlashWgmmaRowsConfig::kSmemBytes <= static_cast<size_t>(dev.smem_optin);
+    if (head_dim == 128 && dev.sm90_code && fits) return AttnTier::wgmma_rows;
   }
   if constexpr (TILEFOUNDRY_FLASH_WARP_ROWS == 16) {
     return AttnTier::mma_rows;
