@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from typing import Any
 
@@ -89,7 +90,7 @@ def built() -> tuple[Any, str]:
     cat.require_nvcc()
     stages: dict[str, str] = {}
     linked = tilefoundry.compile(Linears, target="cuda", dump=stages.__setitem__)
-    (source,) = (text for stage, text in stages.items() if stage.startswith("generate source"))
+    source = stages["generate source (Linears.cu)"]  # the main source; the collectives' follow
     return linked, source
 
 
@@ -128,6 +129,12 @@ def test_the_k_major_gemm_compiles_with_nvcc(built: tuple[Any, str]) -> None:
     assert "#define TILEFOUNDRY_SM90_SMALL_WIDE 1\n" in source
     assert "#define TILEFOUNDRY_SM90_SWAPPED 1\n" in source
     assert "#define TILEFOUNDRY_SM90_SWAPPED_QUAD_ONLY 1\n" in source
+    # Each collective is built in a slot source (joined into as many units as the build took) and
+    # the main source only calls it: the library must define every one it calls.
+    undefined = subprocess.run(
+        ["nm", "-C", "--undefined-only", str(linked.library)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "Sm90Ops" not in undefined
 
 
 # ---------------------------------------------------------------- on a GPU

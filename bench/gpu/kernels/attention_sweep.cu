@@ -97,32 +97,21 @@ AttnPartials partials(Problem& p, AttnPlan const& plan, int64_t rows) {
   return plan.splits > 1 ? AttnPartials::in(p.ws, plan.splits, rows) : AttnPartials{nullptr, nullptr, rows};
 }
 
-/// attention()'s rows tier with config Cfg: the plan from Cfg's facts, its split kernel, the merge.
-template <class Cfg>
+/// attention()'s prefill tier in config Cfg (wgmma or mma.sync): the plan from Cfg's facts, its
+/// split kernel, the merge.
+template <class Cfg, bool Wgmma = false>
 cudaError_t run_rows(Problem& p, T* o, cudaStream_t st) {
   Args const a = p.args(o);
   int64_t const rows = a.batch * a.heads * a.sq;
-  AttnPlan const plan = flash_split(a, flash_facts_of<Cfg>, AttnTier::mma_rows, device_facts());
+  AttnTier const tier = Wgmma ? AttnTier::wgmma_rows : AttnTier::mma_rows;
+  AttnPlan const plan = flash_split(a, flash_facts_of<Cfg>, tier, device_facts());
   AttnPartials const part = partials(p, plan, rows);
-  cudaError_t const err = flash_mma<T, int, Cfg>(a, part, plan, st);
-  if (err != cudaSuccess || plan.splits == 1) return err;
-  return launch_attention_merge<128>(a, part, plan, st);
-}
-
-/// The wgmma tier with config Cfg, planned and merged as attention() runs it.
-template <class Cfg>
-cudaError_t run_wgmma(Problem& p, T* o, cudaStream_t st) {
-  Args const a = p.args(o);
-  int64_t const rows = a.batch * a.heads * a.sq;
-  AttnPlan const plan = flash_split(a, flash_facts_of<Cfg>, AttnTier::wgmma_rows, device_facts());
-  AttnPartials const part = partials(p, plan, rows);
-  auto kernel = flash_wgmma_kernel<T, int, Cfg>;
-  static std::atomic<unsigned long long> raised{0};
-  cudaError_t err = allow_smem(kernel, Cfg::kSmemBytes, raised);
-  if (err != cudaSuccess) return err;
-  dim3 const grid(static_cast<unsigned>(plan.row_blocks), static_cast<unsigned>(a.batch * a.kv_heads),
-                  static_cast<unsigned>(plan.splits));
-  err = launch_kernel(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, st, a, part, static_cast<int>(plan.chunk));
+  cudaError_t err;
+  if constexpr (Wgmma) {
+    err = flash_wgmma<T, int, Cfg>(a, part, plan, st);
+  } else {
+    err = flash_mma<T, int, Cfg>(a, part, plan, st);
+  }
   if (err != cudaSuccess || plan.splits == 1) return err;
   return launch_attention_merge<128>(a, part, plan, st);
 }
@@ -206,8 +195,8 @@ int main() {
     variant("paired rows (baseline)", run_rows<FlashPairedRowsConfig<128>>, p, nullptr, st);
     std::vector<float> const base = host_floats(p.out, p.elems);
     if (s.timed) variant("8x16 rows", run_rows<FlashRowsConfig<128>>, p, &base, st);
-    variant("wgmma, 2 stages", run_wgmma<FlashWgmmaConfig<2>>, p, &base, st);
-    variant("wgmma, 3 stages", run_wgmma<FlashWgmmaConfig<3>>, p, &base, st);
+    variant("wgmma, 2 stages", run_rows<FlashWgmmaConfig<2>, true>, p, &base, st);
+    variant("wgmma, 3 stages", run_rows<FlashWgmmaConfig<3>, true>, p, &base, st);
     for (T* d : {p.q, p.k, p.v, p.out}) CHECK(cudaFree(d));
     if (p.ws != nullptr) CHECK(cudaFree(p.ws));
   }

@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from tilefoundry.codegen.cuda.build import translation_units
+from tilefoundry.codegen.cuda.catalog import arch_catalog
+from tilefoundry.codegen.cuda.emit import module_sources
 from tilefoundry.codegen.cuda.gemm_atom import (
     SKINNY_MAX_M,
+    SM90_B_K_MAJOR_SLOTS,
+    SM90_SLOTS,
     SMALL_TILE_MAX_M,
     STREAM_K_MIN_K,
     SWAPPED_LONE_MIN_NK,
@@ -46,6 +51,14 @@ def span(text: str, start: str, end: str) -> str:
     """`text` from the first `start` up to the first `end` after it (a function or branch of a header)."""
     first = text.index(start)
     return text[first : text.index(end, first)]
+
+
+def slot_collective(header: str, slot: int) -> str:
+    """The collective type gemm_sm90.cuh's Sm90SlotCollective names for `slot` (with_sm90_gemm's
+    `return slot(Int<slot>{})`)."""
+    match = re.search(rf"struct Sm90SlotCollective<{slot}, T, BKMajor> \{{\s*using type = ([^;]+);", header)
+    assert match is not None, slot
+    return " ".join(match.group(1).split())
 
 
 @func
@@ -196,7 +209,8 @@ def test_the_wide_pair_is_the_wide_tile_at_a_two_by_one_cluster() -> None:
     pair, plain = "#if defined(TILEFOUNDRY_SM90_WIDE_PAIR)", "#elif defined(TILEFOUNDRY_SM90_WIDE_TILE)"
     branch = span(header, pair, plain)
     assert "if (sm90_wide_pair_pays(batch, M, N, K))" in branch
-    assert "Sm90Gemm<T, BKMajor, 128, 256, void, false, 2, 1>" in branch
+    assert "return slot(Int<3>{});" in branch
+    assert slot_collective(header, 3) == "Sm90Gemm<T, BKMajor, 128, 256, void, false, 2, 1>"
     pays = span(header, "inline bool sm90_wide_pair_pays(", "\n}\n")
     bounds = ("M >= kSm90WidePairMinM", "N >= kSm90WidePairMinN", "K >= kSm90WidePairMinK", "8 * tiles >= 7")
     for bound in bounds:
@@ -246,9 +260,9 @@ def test_the_swapped_gemm_runs_where_it_pays() -> None:
     pays = span(header, "inline bool sm90_swapped_pays(", "\n}\n")
     assert "if (M == 1) return !skinny_first && nk >= kSm90SwappedLoneMinNK" in pays
     assert "if (M <= kSkinnyMaxM) return nk >= kSm90SwappedRowsMinNK;" in pays
-    assert "if (sm90_swapped_quad_pays(N)) return f(Quad{});" in branch
-    assert "using Quad = Sm90GemmSwapped<T, 64, 16, 128, void, true, 1, 4>;" in branch
-    assert "using Single = Sm90GemmSwapped<T, 64, 16, 128, void, true>;" in branch
+    assert "if (sm90_swapped_quad_pays(N)) return slot(Int<0>{});" in branch
+    assert slot_collective(header, 0) == "Sm90GemmSwapped<T, 64, 16, 128, void, true, 1, 4>"
+    assert slot_collective(header, 1) == "Sm90GemmSwapped<T, 64, 16, 128, void, true>"
     tier = (ATOMS / "gemm.cuh").read_text()
     assert "kBKMajor && detail::sm90_swapped_pays(M, N, K, skinny_first)" in tier
     assert "if ((!skinny_m || swapped) && aligned && detail::device_facts().major == 9" in tier
@@ -281,8 +295,8 @@ def test_auto_adds_the_64x96_tile_where_64x64_tiles_may_exceed_one_wave(cuda_sou
     header = SM90_HEADER.read_text()
     branch = span(header, "#if defined(TILEFOUNDRY_SM90_SMALL_WIDE)", "#endif")
     assert "if constexpr (BKMajor)" in branch
-    call = "if (sm90_small_wide_pays(batch, M, N)) return f(Sm90Gemm<T, BKMajor, 64, 96, void, true>{});"
-    assert call in branch
+    assert "if (sm90_small_wide_pays(batch, M, N)) return slot(Int<5>{});" in branch
+    assert slot_collective(header, 5) == "Sm90Gemm<T, BKMajor, 64, 96, void, true>"
     pays = span(header, "inline bool sm90_small_wide_pays(", "\n}\n")
     assert "batch * ((M + 63) / 64) * ((N + 63) / 64) > device_facts().sms;" in pays
 
@@ -299,8 +313,8 @@ def test_auto_adds_the_mid_swapped_gemm_where_its_tiles_may_be_one_wave(cuda_sou
     assert SWAPPED_MID not in cuda_source(short_m, {"gemm_tile": "128x128"})
     header = SM90_HEADER.read_text()
     branch = span(header, "#if defined(TILEFOUNDRY_SM90_SWAPPED_MID)", "#endif")
-    call = "if (sm90_swapped_mid_pays(batch, M, N)) return f(Sm90GemmSwapped<T, 64, 32, 128, void, true>{});"
-    assert call in branch
+    assert "if (sm90_swapped_mid_pays(batch, M, N)) return slot(Int<2>{});" in branch
+    assert slot_collective(header, 2) == "Sm90GemmSwapped<T, 64, 32, 128, void, true>"
     small = header.index("#if defined(TILEFOUNDRY_SM90_SMALL_TILE)")
     assert header.index("#if defined(TILEFOUNDRY_SM90_SWAPPED_MID)") < small
     pays = span(header, "inline bool sm90_swapped_mid_pays(", "\n}\n")
@@ -396,3 +410,60 @@ def test_a_swizzle_off_the_powers_of_two_is_refused() -> None:
     for value in (3, "4", True):
         with pytest.raises(PlanError, match=r"option gemm_swizzle must be one of 1, 2, 4, 8, got"):
             GEMM_SWIZZLE.read({"gemm_swizzle": value})
+
+
+def _slot_conditions(header: str) -> dict[int, list[str]]:
+    """The preprocessor conditions each `return slot(Int<k>{})` of with_sm90_gemm sits under."""
+    body = span(header, "inline decltype(auto) with_sm90_gemm(", "\n}\n")
+    stack: list[str] = []
+    found: dict[int, list[str]] = {}
+    for line in body.splitlines():
+        line = line.strip()
+        if line.startswith("#if defined("):
+            stack.append(line[len("#if defined(") : -1])
+        elif line.startswith("#elif defined("):
+            stack[-1] = line[len("#elif defined(") : -1]
+        elif line == "#else":
+            stack[-1] = f"not {stack[-1]}"
+        elif line == "#endif":
+            stack.pop()
+        for match in re.finditer(r"return slot\(Int<(\d)>\{\}\)", line):
+            found.setdefault(int(match.group(1)), []).extend(stack)
+    return found
+
+
+def test_the_slot_table_is_the_headers() -> None:
+    """Each slot of SM90_SLOTS names a collective (Sm90SlotCollective) and is returned by
+    with_sm90_gemm under its macro (the default slot under none), so a module builds the slot
+    sources its dispatch may reach; the B (N, K)-only slots return under `if constexpr (BKMajor)`."""
+    header = SM90_HEADER.read_text()
+    conditions = _slot_conditions(header)
+    assert set(conditions) == {slot for slot, _ in SM90_SLOTS}
+    for slot, macro in SM90_SLOTS:
+        slot_collective(header, slot)
+        assert (macro in conditions[slot]) if macro else not conditions[slot], (slot, conditions[slot])
+    assert {0, 1, 2, 5} == SM90_B_K_MAJOR_SLOTS
+
+
+def test_a_module_with_the_collective_builds_each_slot_in_a_source_of_its_own(sched) -> None:
+    """`short_m_wide` (M = 128, N = 6144) may take the 64 x 96, 64 x 64 and 128 x 128 collectives:
+    its main source declares their Sm90Ops `extern template` and defines TILEFOUNDRY_SM90_SPLIT,
+    and each has a source that instantiates it under the module's variant macros."""
+    files = module_sources(short_m_wide.name, (sched(short_m_wide),), arch_catalog("sm_90a"), {})
+    main, *slots = files
+    assert main == "short_m_wide.cu" and slots == [f"short_m_wide_sm90_{k}.cu" for k in (5, 6, 8)]
+    assert "#define TILEFOUNDRY_SM90_SPLIT 1\n" in files[main]
+    detail, element = "tilefoundry::atoms::detail", "tilefoundry::atoms::bf16"
+    for k, name in zip((5, 6, 8), slots, strict=True):
+        ops = f"{detail}::Sm90Ops<{detail}::Sm90SlotCollective<{k}, {element}, true>::type, {element}>;"
+        assert f"extern template struct {ops}" in files[main]
+        assert f"\ntemplate struct {ops}" in files[name]
+        assert SMALL_WIDE in files[name] and "TILEFOUNDRY_SM90_SPLIT" not in files[name]
+
+
+def test_sources_join_into_at_most_one_unit_a_core() -> None:
+    """Source i joins unit i mod the count, main first; one unit holds them all in order."""
+    files = {"m.cu": "M", "m_sm90_5.cu": "5", "m_sm90_6.cu": "6", "m_sm90_8.cu": "8"}
+    assert translation_units(files, 2) == {"m.cu": "M\n6", "m_sm90_5.cu": "5\n8"}
+    assert translation_units(files, 1) == {"m.cu": "M\n5\n6\n8"}
+    assert translation_units(files, 16) == files

@@ -118,6 +118,28 @@ def _run(cmd: list[str], what: str) -> None:
         )
 
 
+# nvcc's peak for one translation unit holding several CUTLASS collectives is 6-8 GB: a build takes
+# one unit for each 16 GB of memory at most, so it fits beside another build (pytest's workers).
+UNIT_MEMORY_BYTES = 16 * 2**30
+
+
+def unit_count() -> int:
+    """How many translation units a build may compile at once here: one a core, within memory."""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return max(1, min(os.cpu_count() or 1, memory // UNIT_MEMORY_BYTES))
+
+
+def translation_units(files: Mapping[str, str], count: int) -> dict[str, str]:
+    """The module's sources as at most `count` translation units, main first: source i joins unit
+    i mod `count`, appended to it (the code generator's sources may follow one another in one
+    unit). Each unit parses the runtime and CUTLASS headers (~11 s of nvcc) and builds its CUTLASS
+    collectives (~15-20 s each apart, less together), so the units only pay where they run side
+    by side."""
+    names = list(files)
+    count = max(1, min(count, len(names)))
+    return {names[u]: "\n".join(files[n] for n in names[u::count]) for u in range(count)}
+
+
 def build(sources: Sources, options: Mapping[str, Any], cache_dir: Path, arch: str) -> LinkedLibrary:
     """The `tilefoundry_builder` hook body: one `.so` from the module's `.cu` files.
 
@@ -132,11 +154,11 @@ def build(sources: Sources, options: Mapping[str, Any], cache_dir: Path, arch: s
     compiler = nvcc()
     flags = compile_flags(arch, options)
     jobs = []
-    for name, text in sources.files.items():
+    for name, text in translation_units(sources.files, unit_count()).items():
         src = cache_dir / name
         src.write_text(text)
         jobs.append((src, src.with_suffix(".o")))
-    workers = max(1, min(len(jobs), os.cpu_count() or 1))
+    workers = len(jobs)
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(lambda j: _run([compiler, *flags, "-c", str(j[0]), "-o", str(j[1])], str(j[0])), jobs))
     lib = cache_dir / f"{Path(next(iter(sources.files))).stem}.so"

@@ -49,6 +49,8 @@ from .serial import SerialCode
 # Macros a generated source defines before including the runtime, per atom-name prefix: the
 # sm90 collective is compiled only into modules that use it.
 SM90_GEMM_MACRO = "TILEFOUNDRY_CUDA_GEMM_SM90"
+# The GEMM atom families, each one call of gemm.cuh's tiered gemm<>: sm90, sm80 and portable.
+GEMM_PREFIXES = ("sm90_gemm_", "sm80_gemm_", "cuda_gemm_")
 GEMM_DTYPES = ("f32", "bf16", "f16")
 # The runtime's GemmLayout for each (A major, B major) of a proved region: r row-major, c
 # column-major, for A, B and C in turn; also the suffix of the catalog atom's name.
@@ -239,6 +241,50 @@ def may_take_swapped_mid(r: Realization) -> bool:
         not (isinstance(member.n, Const) and -(-int(member.n.value) // 64) * slices > SM90_MAX_SMS)
         for member in gemm_members(atom)
     )
+
+
+# with_sm90_gemm's slots (atoms/gemm_sm90.cuh), each the collective of one branch, and the variant
+# macro that puts it in a module (None: the default collective, always there). The swapped slots
+# also follow the ..._QUAD_ONLY / ..._SINGLE_ONLY macros (sm90_slots).
+SM90_SLOTS = (
+    (0, "TILEFOUNDRY_SM90_SWAPPED"),  # the swapped 64 x 16 tile as 4 x 1 clusters
+    (1, "TILEFOUNDRY_SM90_SWAPPED"),  # the swapped 64 x 16 tile alone
+    (2, "TILEFOUNDRY_SM90_SWAPPED_MID"),
+    (3, "TILEFOUNDRY_SM90_WIDE_PAIR"),
+    (4, "TILEFOUNDRY_SM90_WIDE_TILE"),
+    (5, "TILEFOUNDRY_SM90_SMALL_WIDE"),
+    (6, "TILEFOUNDRY_SM90_SMALL_TILE"),
+    (7, "TILEFOUNDRY_SM90_STREAM_K"),
+    (8, None),
+)
+_SWAPPED_ONLY = {0: "TILEFOUNDRY_SM90_SWAPPED_SINGLE_ONLY", 1: "TILEFOUNDRY_SM90_SWAPPED_QUAD_ONLY"}
+# The slots with_sm90_gemm takes only for a B stored (N, K).
+SM90_B_K_MAJOR_SLOTS = frozenset({0, 1, 2, 5})
+
+
+def sm90_slots(defines: list[str]) -> list[int]:
+    """The slots of with_sm90_gemm a module with these `#define` lines may reach: one source each."""
+    macros = {line.split()[1] for line in defines if line.startswith("#define ")}
+    return [
+        slot
+        for slot, macro in SM90_SLOTS
+        if (macro is None or macro in macros) and _SWAPPED_ONLY.get(slot) not in macros
+    ]
+
+
+def sm90_operand_types(called: list[Realization]) -> list[tuple[str, bool]]:
+    """(element C++ type, B stored (N, K)) of every 16-bit GEMM call among `called`: the operand
+    kinds each sm90 slot's source builds its collective for (the main source's gemm<> may reach
+    the sm90 tier from any GEMM atom of such a dtype)."""
+    kinds = set()
+    for r in called:
+        atom = r.body
+        if not isinstance(atom, AtomCall) or not atom.atom.startswith(GEMM_PREFIXES):
+            continue
+        a = atom.operands[0]
+        if a.dtype.name in ("bf16", "f16"):
+            kinds.add((ctype(a.dtype), atom.atom.endswith("_rcr")))
+    return sorted(kinds)
 
 
 def _layout_mismatch(name: str, region: GemmRegion) -> str | None:
@@ -444,6 +490,6 @@ def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     ]
 
 
-register(AtomKind("sm90_gemm_", _gemm_recheck, _gemm_launch, (SM90_GEMM_MACRO,), _gemm_device))
-register(AtomKind("sm80_gemm_", _gemm_recheck, _gemm_launch, device=_gemm_device))
-register(AtomKind("cuda_gemm_", _gemm_recheck, _gemm_launch, device=_gemm_device))
+register(AtomKind(GEMM_PREFIXES[0], _gemm_recheck, _gemm_launch, (SM90_GEMM_MACRO,), _gemm_device))
+register(AtomKind(GEMM_PREFIXES[1], _gemm_recheck, _gemm_launch, device=_gemm_device))
+register(AtomKind(GEMM_PREFIXES[2], _gemm_recheck, _gemm_launch, device=_gemm_device))

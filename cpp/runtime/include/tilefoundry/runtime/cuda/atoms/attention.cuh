@@ -463,11 +463,10 @@ inline cudaError_t flash_mma(AttentionArgs<T, LenT> const& a, AttnPartials part,
                        static_cast<int>(plan.chunk), plan.solo);
 }
 
-/// The wgmma tier (attention_wgmma.cuh) at head dim 128.
-template <class T, class LenT>
+/// The wgmma tier (attention_wgmma.cuh) at head dim 128, in config Cfg.
+template <class T, class LenT, class Cfg = FlashWgmmaRowsConfig>
 inline cudaError_t flash_wgmma(AttentionArgs<T, LenT> const& a, AttnPartials part, AttnPlan const& plan,
                                cudaStream_t stream) {
-  using Cfg = FlashWgmmaRowsConfig;
   auto kernel = flash_wgmma_kernel<T, LenT, Cfg>;
   static std::atomic<unsigned long long> raised{0};
   cudaError_t const err = allow_smem(kernel, Cfg::kSmemBytes, raised);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
@@ -293,55 +294,92 @@ inline bool sm90_swapped_mid_pays(int64_t batch, int64_t M, int64_t N) {
   return batch * ((N + 63) / 64) * ((M + 31) / 32) <= device_facts().sms;
 }
 
-/// `f(Sm90Gemm<...>{})` with the collective that serves the problem; fits, workspace and run ask
-/// it in turn, so all three agree.
+/// The collective of each of with_sm90_gemm's branches (its slot): a module built split
+/// (TILEFOUNDRY_SM90_SPLIT) builds each slot its calls may reach in a source of its own, compiled
+/// beside its main source, where nvcc would otherwise compile every collective in turn in one.
+template <int Slot, class T, bool BKMajor>
+struct Sm90SlotCollective;
+template <class T, bool BKMajor>  // the swapped 64 x 16 tile as 4 x 1 clusters (BKMajor only)
+struct Sm90SlotCollective<0, T, BKMajor> { using type = Sm90GemmSwapped<T, 64, 16, 128, void, true, 1, 4>; };
+template <class T, bool BKMajor>  // the swapped 64 x 16 tile alone
+struct Sm90SlotCollective<1, T, BKMajor> { using type = Sm90GemmSwapped<T, 64, 16, 128, void, true>; };
+template <class T, bool BKMajor>  // the swapped 64 x 32 tile
+struct Sm90SlotCollective<2, T, BKMajor> { using type = Sm90GemmSwapped<T, 64, 32, 128, void, true>; };
+template <class T, bool BKMajor>  // 128 x 256 as 2 x 1 clusters
+struct Sm90SlotCollective<3, T, BKMajor> { using type = Sm90Gemm<T, BKMajor, 128, 256, void, false, 2, 1>; };
+template <class T, bool BKMajor>  // 128 x 256
+struct Sm90SlotCollective<4, T, BKMajor> { using type = Sm90Gemm<T, BKMajor, 128, 256>; };
+template <class T, bool BKMajor>  // 64 x 96 ping-pong
+struct Sm90SlotCollective<5, T, BKMajor> { using type = Sm90Gemm<T, BKMajor, 64, 96, void, true>; };
+template <class T, bool BKMajor>  // 64 x 64 ping-pong
+struct Sm90SlotCollective<6, T, BKMajor> { using type = Sm90Gemm<T, BKMajor, 64, 64, void, true>; };
+template <class T, bool BKMajor>  // the module's tile on the stream-K scheduler
+struct Sm90SlotCollective<7, T, BKMajor> {
+  using type = Sm90Gemm<T, BKMajor, TILEFOUNDRY_SM90_TILE_M, TILEFOUNDRY_SM90_TILE_N, cutlass::gemm::StreamKScheduler>;
+};
+template <class T, bool BKMajor>  // the module's tile
+struct Sm90SlotCollective<8, T, BKMajor> { using type = Sm90Gemm<T, BKMajor>; };
+
+/// `f(Sm90SlotCollective<s, T, BKMajor>::type{})` for the slot s that serves the problem; fits,
+/// workspace and run ask it in turn, so all three agree.
 template <class T, bool BKMajor, class F>
 inline decltype(auto) with_sm90_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, F&& f) {
+  auto slot = [&](auto s) { return f(typename Sm90SlotCollective<decltype(s)::value, T, BKMajor>::type{}); };
+  using cute::Int;
 #if defined(TILEFOUNDRY_SM90_SWAPPED)
   // The code generator defines ..._QUAD_ONLY or ..._SINGLE_ONLY where every swapped call's N is on
   // one side of kSm90SwappedQuadMaxN, so the module builds one of the two forms.
   if constexpr (BKMajor) {
     if (sm90_swapped_pays(M, N, K)) {
-      using Quad = Sm90GemmSwapped<T, 64, 16, 128, void, true, 1, 4>;
-      using Single = Sm90GemmSwapped<T, 64, 16, 128, void, true>;
 #if defined(TILEFOUNDRY_SM90_SWAPPED_QUAD_ONLY)
-      return f(Quad{});
+      return slot(Int<0>{});
 #elif defined(TILEFOUNDRY_SM90_SWAPPED_SINGLE_ONLY)
-      return f(Single{});
+      return slot(Int<1>{});
 #else
-      if (sm90_swapped_quad_pays(N)) return f(Quad{});
-      return f(Single{});
+      if (sm90_swapped_quad_pays(N)) return slot(Int<0>{});
+      return slot(Int<1>{});
 #endif
     }
   }
 #endif
 #if defined(TILEFOUNDRY_SM90_SWAPPED_MID)
   if constexpr (BKMajor) {
-    if (sm90_swapped_mid_pays(batch, M, N)) return f(Sm90GemmSwapped<T, 64, 32, 128, void, true>{});
+    if (sm90_swapped_mid_pays(batch, M, N)) return slot(Int<2>{});
   }
 #endif
 #if defined(TILEFOUNDRY_SM90_WIDE_PAIR)
-  if (sm90_wide_pair_pays(batch, M, N, K)) return f(Sm90Gemm<T, BKMajor, 128, 256, void, false, 2, 1>{});
+  if (sm90_wide_pair_pays(batch, M, N, K)) return slot(Int<3>{});
 #elif defined(TILEFOUNDRY_SM90_WIDE_TILE)
-  if (sm90_wide_tile_pays(batch, M, N, K)) return f(Sm90Gemm<T, BKMajor, 128, 256>{});
+  if (sm90_wide_tile_pays(batch, M, N, K)) return slot(Int<4>{});
 #endif
 #if defined(TILEFOUNDRY_SM90_SMALL_TILE)
   if (sm90_small_tile_pays(batch, M, N)) {
 #if defined(TILEFOUNDRY_SM90_SMALL_WIDE)
     if constexpr (BKMajor) {
-      if (sm90_small_wide_pays(batch, M, N)) return f(Sm90Gemm<T, BKMajor, 64, 96, void, true>{});
+      if (sm90_small_wide_pays(batch, M, N)) return slot(Int<5>{});
     }
 #endif
-    return f(Sm90Gemm<T, BKMajor, 64, 64, void, true>{});
+    return slot(Int<6>{});
   }
 #endif
 #if defined(TILEFOUNDRY_SM90_STREAM_K)
-  if (sm90_stream_k_pays(batch, M, N, K)) {
-    return f(Sm90Gemm<T, BKMajor, TILEFOUNDRY_SM90_TILE_M, TILEFOUNDRY_SM90_TILE_N, cutlass::gemm::StreamKScheduler>{});
-  }
+  if (sm90_stream_k_pays(batch, M, N, K)) return slot(Int<7>{});
 #endif
-  return f(Sm90Gemm<T, BKMajor>{});
+  return slot(Int<8>{});
 }
+
+/// What the runtime asks of one collective G (element T), defined in gemm_sm90_ops.cuh: included at
+/// the end of this header unless the including source defines TILEFOUNDRY_SM90_SPLIT. A split
+/// module's main source only calls these, and the source of each slot includes the definitions and
+/// instantiates them for its collective (`template struct Sm90Ops<...>`), so the CUTLASS kernels are
+/// compiled there.
+template <class G, class T>
+struct Sm90Ops {
+  static bool fits(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K);
+  static size_t workspace_bytes(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K);
+  static cudaError_t run(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
+                         void* workspace, cudaStream_t stream);
+};
 
 /// True when the sm90 collective can run this problem (alignment, extents within int).
 template <class T, bool BKMajor>
@@ -349,8 +387,7 @@ inline bool sm90_gemm_fits(T const* A, T const* B, T* C, int64_t batch, int64_t 
   constexpr int64_t kIntMax = 2147483647;
   if (M > kIntMax || N > kIntMax || K > kIntMax || batch > kIntMax || K % 8 || N % 8) return false;
   return with_sm90_gemm<T, BKMajor>(batch, M, N, K, [&](auto g) {
-    using G = decltype(g);
-    return G::Device::can_implement(G::arguments(A, B, C, batch, M, N, K)) == cutlass::Status::kSuccess;
+    return Sm90Ops<decltype(g), T>::fits(A, B, C, batch, M, N, K);
   });
 }
 
@@ -358,8 +395,7 @@ template <class T, bool BKMajor>
 inline size_t sm90_gemm_workspace_bytes(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N,
                                         int64_t K) {
   return with_sm90_gemm<T, BKMajor>(batch, M, N, K, [&](auto g) {
-    using G = decltype(g);
-    return G::Device::get_workspace_size(G::arguments(A, B, C, batch, M, N, K));
+    return Sm90Ops<decltype(g), T>::workspace_bytes(A, B, C, batch, M, N, K);
   });
 }
 
@@ -367,13 +403,12 @@ template <class T, bool BKMajor>
 inline cudaError_t gemm_sm90(T const* A, T const* B, T* C, int64_t batch, int64_t M, int64_t N, int64_t K,
                              void* workspace, cudaStream_t stream) {
   return with_sm90_gemm<T, BKMajor>(batch, M, N, K, [&](auto g) {
-    using G = decltype(g);
-    typename G::Device gemm;
-    auto args = G::arguments(A, B, C, batch, M, N, K);
-    if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
-    if (gemm.run(stream) != cutlass::Status::kSuccess) return cudaErrorLaunchFailure;
-    return cudaGetLastError();
+    return Sm90Ops<decltype(g), T>::run(A, B, C, batch, M, N, K, workspace, stream);
   });
 }
 
 }  // namespace tilefoundry::atoms::detail
+
+#if !defined(TILEFOUNDRY_SM90_SPLIT)
+#include <tilefoundry/runtime/cuda/atoms/gemm_sm90_ops.cuh>
+#endif
