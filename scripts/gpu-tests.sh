@@ -13,6 +13,9 @@ export CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
 # One build cache for every worker: test files that build the same kernel share it (conftest.py
 # otherwise gives each pytest session, so each worker, a cache of its own).
 export TILEFOUNDRY_CACHE_DIR=${TILEFOUNDRY_CACHE_DIR:-/tmp/tilefoundry-gpu-cache}
+# Each worker's builds compile their translation units side by side; two a build keeps the
+# workers' nvcc processes (several GB each) within the machine's memory.
+export TILEFOUNDRY_NVCC_UNITS=${TILEFOUNDRY_NVCC_UNITS:-2}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 # pytest-xdist (carried by gpu-wheels.sh; pyproject's addopts ask for it): one worker per test
 # file, so the files' nvcc builds run in parallel and each module-scoped build happens once.

@@ -4,12 +4,13 @@ stream-K."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import pytest
 
-from tilefoundry.codegen.cuda.build import translation_units
+from tilefoundry.codegen.cuda.build import UNITS_VARIABLE, translation_units, unit_count
 from tilefoundry.codegen.cuda.catalog import arch_catalog
 from tilefoundry.codegen.cuda.emit import module_sources
 from tilefoundry.codegen.cuda.gemm_atom import (
@@ -467,3 +468,17 @@ def test_sources_join_into_at_most_one_unit_a_core() -> None:
     assert translation_units(files, 2) == {"m.cu": "M\n6", "m_sm90_5.cu": "5\n8"}
     assert translation_units(files, 1) == {"m.cu": "M\n5\n6\n8"}
     assert translation_units(files, 16) == files
+
+
+def test_nvcc_units_variable_caps_a_build_and_rejects_anything_but_a_positive_integer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """TILEFOUNDRY_NVCC_UNITS fixes the units a build compiles at once; a bad value names itself."""
+    monkeypatch.setenv(UNITS_VARIABLE, "3")
+    assert unit_count() == 3
+    for bad in ("0", "-2", "two", ""):
+        monkeypatch.setenv(UNITS_VARIABLE, bad)
+        with pytest.raises(ValueError, match=UNITS_VARIABLE):
+            unit_count()
+    monkeypatch.delenv(UNITS_VARIABLE)
+    assert 1 <= unit_count() <= (os.cpu_count() or 1)

@@ -123,8 +123,23 @@ def _run(cmd: list[str], what: str) -> None:
 UNIT_MEMORY_BYTES = 16 * 2**30
 
 
+UNITS_VARIABLE = "TILEFOUNDRY_NVCC_UNITS"
+
+
 def unit_count() -> int:
-    """How many translation units a build may compile at once here: one a core, within memory."""
+    """How many translation units a build may compile at once here: one a core, within memory,
+    or the positive integer in TILEFOUNDRY_NVCC_UNITS (where several builds share the machine,
+    as pytest's workers do).
+
+    Raises:
+        ValueError: TILEFOUNDRY_NVCC_UNITS is set to anything but a positive integer.
+    """
+    if (fixed := os.environ.get(UNITS_VARIABLE)) is not None:
+        if not fixed.strip().isdigit() or int(fixed) < 1:
+            raise ValueError(
+                f"{UNITS_VARIABLE} must be a positive integer (units a build compiles at once), got {fixed!r}"
+            )
+        return int(fixed)
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return max(1, min(os.cpu_count() or 1, memory // UNIT_MEMORY_BYTES))
 
