@@ -743,16 +743,16 @@ float depth_time(AttentionArgs<T, int64_t> const& a, detail::AttnPlan const& pla
 template <class Cfg = detail::FlashKeysConfig<128>>
 float workspace_time(AttentionArgs<T, int64_t> const& a, int64_t want, std::vector<T*> const& ks,
                      std::vector<T*> const& vs, T* out, int& splits) {
+  int64_t const rows = a.batch * a.heads * a.sq, ctas = a.batch * a.kv_heads;
+  detail::AttnPlan const plan =
+      detail::split_keys(detail::AttnTier::mma_keys, ctas, ctas * want, a.skv, Cfg::kStepKeys, detail::kFlashMinChunk, 1);
+  splits = plan.splits;
   static std::atomic<unsigned long long> raised{0};
   if (detail::allow_smem(detail::flash_mma_kernel<T, int64_t, Cfg, false>, Cfg::kSmemBytes, raised) != cudaSuccess) {
     std::printf("workspace: shared memory of %zu bytes refused\n", Cfg::kSmemBytes);
     cudaGetLastError();  // not launched: the next config starts with no error pending
     return -1.0f;
   }
-  int64_t const rows = a.batch * a.heads * a.sq, ctas = a.batch * a.kv_heads;
-  detail::AttnPlan const plan =
-      detail::split_keys(detail::AttnTier::mma_keys, ctas, ctas * want, a.skv, Cfg::kStepKeys, detail::kFlashMinChunk, 1);
-  splits = plan.splits;
   void* ws = nullptr;
   cudaMalloc(&ws, detail::attention_partial_bytes(plan.splits, rows, 128));
   detail::AttnPartials const part = detail::AttnPartials::in(ws, plan.splits, rows);
@@ -808,13 +808,13 @@ void depth_sweep() {
                 plan.cluster ? 1 : 0);
     {
       auto row = [&](char const* name, float us, T const* out) {
-        std::vector<float> const rr = host_floats(o_ref, kHq * kD), rv = host_floats(out, kHq * kD);
-        double worst = 0;
-        for (size_t i = 0; i < rr.size(); ++i) worst = std::max(worst, std::abs(double(rr[i]) - double(rv[i])));
         if (us < 0) {
           std::printf("  %-44s not run\n", name);
           return;
         }
+        std::vector<float> const rr = host_floats(o_ref, kHq * kD), rv = host_floats(out, kHq * kD);
+        double worst = 0;
+        for (size_t i = 0; i < rr.size(); ++i) worst = std::max(worst, std::abs(double(rr[i]) - double(rv[i])));
         std::printf("  %-44s %6.1f us  %5.2f TB/s  (differs by %.3g)\n", name, us, mb / us,
                     worst);
       };
