@@ -16,7 +16,8 @@
 // same pair behind a stretch that prefetches down's weights into L2 (resident_sweep); `sweep chain`,
 // the pair as one kernel (skinny_chain.cuh) against its two launches (chain_sweep); `sweep wave`,
 // each projection as one wave of 16-warp CTAs (skinny_wave.cuh) against the atom's R2U4 (wave_sweep);
-// `sweep barrier`, a grid barrier's cost against a kernel boundary's (barrier_sweep); `sweep
+// `sweep split`, the MLP as one kernel split over the intermediate dimension (skinny_split.cuh)
+// against its three launches; `sweep barrier`, a grid barrier's cost against a kernel boundary's (barrier_sweep); `sweep
 // attention`, Qwen3-1.7B's decode attention at short context: the atom's split-KV clusters, the
 // same clusters with rank 0 taking every key (solo), one CTA a kv head (decode_attention_small.cuh).
 //
@@ -39,6 +40,7 @@
 #include "decode_attention_small.cuh"
 #include "random_fill.cuh"
 #include "skinny_chain.cuh"
+#include "skinny_split.cuh"
 #include "skinny_wave.cuh"
 
 using namespace tilefoundry::atoms;
@@ -487,6 +489,18 @@ std::vector<float> host_floats(T const* d, int64_t n) {
   return out;
 }
 
+/// Prints how many of `got` differ from `ref` by more than 2% (of |ref| + 1), and the largest gap.
+void compare_floats(char const* what, std::vector<float> const& ref, std::vector<float> const& got) {
+  double worst = 0;
+  int64_t bad = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double const d = std::abs(double(ref[i]) - double(got[i]));
+    if (!(d <= 0.02 * (std::abs(ref[i]) + 1))) ++bad;
+    worst = d > worst ? d : worst;
+  }
+  std::printf("  check %s: %lld of %zu off (max diff %.3g)\n", what, static_cast<long long>(bad), ref.size(), worst);
+}
+
 /// The MLP pair of a decode layer (norm, gate/up writing h through silu * mul, down adding to the
 /// residual stream) as two launches and as one (gemm_skinny_chain.cuh, down's slice copied into
 /// shared memory before or after the PDL wait); then the one launch's h and result against the
@@ -546,18 +560,8 @@ void chain_sweep() {
   one(ways[3].ways)(1, nullptr);
   cudaDeviceSynchronize();
   std::vector<float> const h = host_floats(dn.A, dn.s.k), c = host_floats(x + n2, n2);
-  auto compare = [](char const* what, std::vector<float> const& ref, std::vector<float> const& got) {
-    double worst = 0;
-    int64_t bad = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      double const d = std::abs(double(ref[i]) - double(got[i]));
-      if (!(d <= 0.02 * (std::abs(ref[i]) + 1))) ++bad;
-      worst = d > worst ? d : worst;
-    }
-    std::printf("  check %s: %lld of %zu off (max diff %.3g)\n", what, static_cast<long long>(bad), ref.size(), worst);
-  };
-  compare("h", h_ref, h);
-  compare("down + residual", c_ref, c);
+  compare_floats("h", h_ref, h);
+  compare_floats("down + residual", c_ref, c);
   // Where one launch's time goes: each CTA's globaltimer at its phases (one launch, after a norm).
   uint64_t* stamps;
   cudaMalloc(&stamps, plan.grid * 6 * sizeof(uint64_t));
@@ -579,6 +583,100 @@ void chain_sweep() {
   }
   cudaFree(stamps);
   cudaFree(bar);
+  cudaFree(x);
+}
+
+/// The MLP of a decode layer (norm, gate/up writing h through silu * mul, down adding to the
+/// residual stream) as three launches and as one split over the intermediate dimension
+/// (skinny_split.cuh), behind o_proj's GEMV as in a decode layer and behind nothing; then the one
+/// launch's result against the three launches'.
+void split_sweep() {
+  Bench const op({"o_proj", 1, {2048}, 2048});
+  Bench const gu({"gate_up", 2, {6144}, 2048});
+  Bench const dn({"down", 1, {2048}, 6144});
+  Bench const dn_t({"down_t", 1, {6144}, 2048});  // down transposed, (I, N2): timing only
+  Gemv<1, 2, 4> o_proj(op);
+  Gemv<2, 2, 4> gate_up(gu);
+  Gemv<1, 2, 4> down(dn);
+  int const I = static_cast<int>(gu.s.n[0]), K1 = static_cast<int>(gu.s.k), N2 = static_cast<int>(dn.s.n[0]);
+  T* x;  // the residual stream (r) and the split launch's y
+  cudaMalloc(&x, 2 * N2 * sizeof(T));
+  fill_random<<<16, 256>>>(x, 2 * N2, 11);
+  AddResidual const add{x, x + N2};
+  split::SplitWork work{};
+  cudaMalloc(&work.acc, N2 * sizeof(float));
+  cudaMalloc(&work.count, sizeof(unsigned));
+  cudaMemset(work.acc, 0, N2 * sizeof(float));
+  cudaMemset(work.count, 0, sizeof(unsigned));
+  int const sms = device_facts().sms;
+  float* partials;
+  cudaMalloc(&partials, 4 * sms * N2 * sizeof(float));
+  auto three = [&](int i, cudaStream_t st) {
+    launch_kernel(norm_row, dim3(1), dim3(256), 0, st, gu.A, K1);
+    gate_up.launch(i, st, true, SiluMul{dn.A});
+    down.launch_as(i, st, true, 0, add);
+  };
+  auto one = [&](auto launch, split::SplitWays ways) {
+    return [&, launch, ways](int i, cudaStream_t st) {
+      T const* w = gu.weights(i);
+      T const* d = ways.down_t ? dn_t.weights(i) : dn.weights(i);
+      cudaError_t const err = launch(sms, static_cast<T const*>(gu.A), w, w + int64_t(I) * K1, I, d, N2, static_cast<T const*>(x), x + N2, work,
+                                     ways, st);
+      if (err != cudaSuccess) std::printf("split launch: %s\n", cudaGetErrorString(err));
+    };
+  };
+  auto w8 = split::launch_mlp_split<T, 8, 8, 1>;
+  auto w4x2 = split::launch_mlp_split<T, 4, 8, 2>;
+  auto w4x3 = split::launch_mlp_split<T, 4, 8, 3>;
+  auto w8d4 = split::launch_mlp_split<T, 8, 8, 1, 4>;
+  struct Way {
+    char const* name;
+    std::function<void(int, cudaStream_t)> run;
+  };
+  Way const ways[] = {{"split, 8 warps x 1 an SM", one(w8, {})},
+                      {"split, 8 warps, no final pass", one(w8, {false})},
+                      {"split, 8 warps, gate/up only", one(w8, {false, true, false, false})},
+                      {"split, 8 warps, down only", one(w8, {false, false, true, false})},
+                      {"split, 8 warps, down + atomics", one(w8, {false, false, true, true})},
+                      {"split + reduce kernel, 8 warps", one(w8, {false, true, true, false, partials})},
+                      {"split + reduce kernel, 4 warps x 2", one(w4x2, {false, true, true, false, partials})},
+                      {"split, 8 warps, down transposed (t)", one(w8, {true, true, true, true, nullptr, true})},
+                      {"split, 8 warps, (t) down only", one(w8, {false, false, true, false, nullptr, true})},
+                      {"split + reduce kernel, (t) 8 warps", one(w8, {false, true, true, false, partials, true})},
+                      {"split, 8 warps, 4 rows of down", one(w8d4, {})},
+                      {"split, 4 warps x 2 an SM", one(w4x2, {})},
+                      {"split, 4 warps x 3 an SM", one(w4x3, {})}};
+  float const o_alone = per_step([&](int i, cudaStream_t st) { o_proj.launch(i, st, true); });
+  float const norm_alone = per_step([&](int, cudaStream_t st) {
+    launch_kernel(norm_row, dim3(1), dim3(256), 0, st, gu.A, K1);
+  });
+  std::printf("split: o_proj %.1f us, norm %.1f us; the MLP's share (alone / behind o_proj):\n", o_alone, norm_alone);
+  auto row = [&](char const* name, std::function<void(int, cudaStream_t)> const& mlp) {
+    float const alone = per_step(mlp);
+    float const behind = per_step([&](int i, cudaStream_t st) {
+      o_proj.launch(i, st, true);
+      mlp(i, st);
+    });
+    std::printf("  %-34s %5.1f us  %5.1f us  (%.2f TB/s behind o_proj)\n", name, alone, behind - o_alone,
+                (gu.bytes + dn.bytes) / ((behind - o_alone) * 1e6));
+  };
+  row("norm + gate/up + down, 3 launches", three);
+  for (Way const& w : ways) row(w.name, w.run);
+  // Results: the three launches' y against each split form's.
+  three(1, nullptr);
+  cudaDeviceSynchronize();
+  std::vector<float> const ref = host_floats(x + N2, N2);
+  for (Way const& w : ways) {
+    std::string const name = w.name;
+    if (name.find(", 8 warps, ") != std::string::npos || name.find("(t)") != std::string::npos) continue;
+    cudaMemset(x + N2, 0, N2 * sizeof(T));
+    w.run(1, nullptr);
+    cudaDeviceSynchronize();
+    compare_floats(w.name, ref, host_floats(x + N2, N2));
+  }
+  cudaFree(partials);
+  cudaFree(work.acc);
+  cudaFree(work.count);
   cudaFree(x);
 }
 
@@ -937,6 +1035,7 @@ int main(int argc, char** argv) {
       {"depth", depth_sweep},
       {"wave", wave_sweep},
       {"chain", chain_sweep},
+      {"split", split_sweep},
       {"pair", pair_sweep},
       {"check",
        [] {
@@ -970,7 +1069,7 @@ int main(int argc, char** argv) {
     std::printf("status: %s\n", cudaGetErrorString(cudaGetLastError()));
     return 0;
   }
-  std::printf("skinny_sweep: unknown mode '%s'; modes: resident, barrier, attention, depth, wave, chain, pair, check, prefetch, or none\n",
+  std::printf("skinny_sweep: unknown mode '%s'; modes: resident, barrier, attention, depth, wave, chain, split, pair, check, prefetch, or none\n",
               mode.c_str());
   return 2;
 }
