@@ -204,20 +204,20 @@ mlp_split(T const* __restrict__ x, T const* __restrict__ gate, T const* __restri
       for (int e = 0; e < 8; ++e) out_s[n0 + e] = acc[e];
     }
   } else {
-  if (ways.phase2) load_rows(r0, da);
-  __syncthreads();  // every h_j is in shared memory
-  if (ways.phase2) {
+    if (ways.phase2) load_rows(r0, da);
+    __syncthreads();  // every h_j is in shared memory
+    if (ways.phase2) {
 #pragma unroll
-    for (int e = 0; e < 8; ++e) hc[e] = h_s[c * 8 + e];
-    // Every lane runs the loop (the shuffles need the whole warp): bounded by the warp's first row.
-    int const first = warp * per_warp;
-    for (int r = r0, base = first; base < N2; r += 2 * D * step, base += 2 * D * step) {
-      if (base + D * step < N2) load_rows(r + D * step, db);
-      add_rows(r, da);
-      if (base + 2 * D * step < N2) load_rows(r + 2 * D * step, da);
-      if (base + D * step < N2) add_rows(r + D * step, db);
+      for (int e = 0; e < 8; ++e) hc[e] = h_s[c * 8 + e];
+      // Every lane runs the loop (the shuffles need the whole warp): bounded by the warp's first row.
+      int const first = warp * per_warp;
+      for (int r = r0, base = first; base < N2; r += 2 * D * step, base += 2 * D * step) {
+        if (base + D * step < N2) load_rows(r + D * step, db);
+        add_rows(r, da);
+        if (base + 2 * D * step < N2) load_rows(r + 2 * D * step, da);
+        if (base + D * step < N2) add_rows(r + D * step, db);
+      }
     }
-  }
   }
   __syncthreads();
   if (ways.partials != nullptr) {
@@ -289,7 +289,8 @@ __global__ void __launch_bounds__(256) split_reduce(float const* __restrict__ pa
   }
 }
 
-/// Launches the split MLP on `ctas_per_sm` x SMs CTAs (each owning whole groups of 8 units).
+/// Launches the split MLP on MinBlocks x `sms` CTAs (each owning whole groups of 8 units), then, where
+/// `ways.partials` is set, split_reduce on them.
 template <class T, int W, int P, int MinBlocks, int D = 8>
 cudaError_t launch_mlp_split(int sms, T const* x, T const* gate, T const* up, int I, T const* down, int N2,
                              T const* resid, T* y, SplitWork work, SplitWays ways, cudaStream_t st) {
