@@ -7,10 +7,11 @@
 `-fno-math-errno` lets math calls vectorize without changing any value; `-ffp-contract=off` keeps
 `a * b + c` two roundings, as the evaluator computes it (g++ would fuse it into one FMA); `-fwrapv`
 gives integer overflow torch's wrapping. The runtime header is precompiled once per flag set into a
-cache directory (`$TILEFOUNDRY_CACHE_DIR/pch/<key>`), so each module compiles only its own code.
-The key covers the flags and `runtime_digest()`, the contents of the runtime headers, which the
-generated source also names, so an edited header never meets a stale precompiled header or
-library.
+cache directory (`$TILEFOUNDRY_PCH_DIR/<key>`, default `$TILEFOUNDRY_CACHE_DIR/pch/<key>`), so
+each module compiles only its own code. The key covers the compiler, the flags and
+`runtime_digest()`, the contents of the runtime headers, which the generated source also names,
+so an edited header never meets a stale precompiled header or library, and build caches that
+differ (one per project, one per test) can share one directory of precompiled headers.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from tilefoundry.runtime.headers import (
     runtime_digest,
     runtime_include_dir,
 )
+from tilefoundry.runtime.jit import cache_root
 
 from .catalog import supported_levels
 from .options import ISA, VECTOR_MATH
@@ -122,9 +124,13 @@ def toolchain_text(options: Mapping[str, Any] | None = None) -> str:
     return "\n".join([host_facts().compiler_version, *flags, *tvm_ffi_flags()[1], runtime_digest()])
 
 
-def _cache_root() -> Path:
-    root = os.environ.get("TILEFOUNDRY_CACHE_DIR")
-    return Path(root) if root else Path.home() / ".cache" / "tilefoundry"
+PCH_DIR_VARIABLE = "TILEFOUNDRY_PCH_DIR"
+
+
+def pch_root() -> Path:
+    """Where precompiled headers go: $TILEFOUNDRY_PCH_DIR, else the build cache's `pch/`."""
+    root = os.environ.get(PCH_DIR_VARIABLE)
+    return Path(root) if root else cache_root() / "pch"
 
 
 def precompiled_header(options: Mapping[str, Any] | None = None) -> Path | None:
@@ -133,7 +139,7 @@ def precompiled_header(options: Mapping[str, Any] | None = None) -> Path | None:
     Returns None when precompiling fails; the build then parses the header itself.
     """
     key = hashlib.sha256(toolchain_text(options).encode()).hexdigest()[:16]
-    root = _cache_root() / "pch" / key
+    root = pch_root() / key
     gch = root / "tilefoundry" / "runtime.h.gch"
     if gch.is_file():
         return root
