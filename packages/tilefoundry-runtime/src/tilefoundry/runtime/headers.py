@@ -1,4 +1,5 @@
-"""Where the C++ headers a build needs live: the TileFoundry runtime, CuTe/CUTLASS, the CUDA toolkit.
+"""Where the C++ headers a build needs live: the TileFoundry runtime, CuTe/CUTLASS, the CUDA toolkit,
+and the flags of the tvm-ffi library every built module links to.
 
 Builders put these on the include path (`-I`) so that generated code compiles with only
 `#include <tilefoundry/runtime.h>`. Each lookup works both from an installed wheel and from an
@@ -11,7 +12,11 @@ import functools
 import hashlib
 import importlib.util
 import os
+import shlex
 import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from tilefoundry.ir.errors import TargetUnavailable
@@ -129,4 +134,37 @@ def cuda_include_dirs() -> list[Path]:
         where="cuda-toolkit",
         expected="include/cuda_runtime_api.h under one of the candidates",
         got=[str(r) for r in roots],
+    )
+
+
+@dataclass(frozen=True)
+class TvmFfiFlags:
+    """tvm-ffi's build flags, as `python -m tvm_ffi.config` reports them.
+
+    Attributes:
+        compile: its include flags, without its `-std=` (each builder sets its own standard).
+        link: its `-L` and `-l` flags.
+        library_dirs: the directories of its `-L` flags, for the builder's rpath (spelled
+            differently by g++ and nvcc), so a module finds libtvm_ffi without LD_LIBRARY_PATH.
+    """
+
+    compile: tuple[str, ...]
+    link: tuple[str, ...]
+    library_dirs: tuple[str, ...]
+
+
+@functools.cache
+def tvm_ffi_flags() -> TvmFfiFlags:
+    """tvm-ffi's build flags (one query of its config module a process)."""
+
+    def ask(*what: str) -> list[str]:
+        command = [sys.executable, "-m", "tvm_ffi.config", *what]
+        done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
+        return shlex.split(done.stdout)
+
+    link = ask("--ldflags") + ask("--libs")
+    return TvmFfiFlags(
+        compile=tuple(f for f in ask("--cxxflags") if not f.startswith("-std=")),
+        link=tuple(link),
+        library_dirs=tuple(f[2:] for f in link if f.startswith("-L")),
     )

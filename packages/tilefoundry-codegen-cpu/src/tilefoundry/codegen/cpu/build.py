@@ -20,9 +20,7 @@ import functools
 import hashlib
 import os
 import platform
-import shlex
 import subprocess
-import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,6 +28,7 @@ from typing import Any
 
 from tilefoundry.ir.errors import TargetUnavailable
 from tilefoundry.ir.target import LinkedLibrary, Sources
+from tilefoundry.runtime import headers
 from tilefoundry.runtime.headers import (
     cuda_include_dirs,
     cutlass_include_dir,
@@ -59,26 +58,12 @@ OPT_FLAGS = (
 
 @functools.cache
 def tvm_ffi_flags() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(compile flags, link flags) as `python -m tvm_ffi.config` reports them."""
-
-    def ask(*what: str) -> list[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "tvm_ffi.config", *what],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=120,
-        )
-        return shlex.split(done.stdout)
-
-    cflags = ask("--cxxflags")
-    link = ask("--ldflags") + ask("--libs")
-    libdirs = [f[2:] for f in link if f.startswith("-L")]
-    # The library must find libtvm_ffi at load time without LD_LIBRARY_PATH.
-    link += [f"-Wl,-rpath,{d}" for d in libdirs]
+    """(compile flags, link flags) of tvm-ffi for g++, its library found through an rpath."""
+    ffi = headers.tvm_ffi_flags()
+    link = [*ffi.link, *(f"-Wl,-rpath,{d}" for d in ffi.library_dirs)]
     if platform.machine() == "x86_64":
         link.append("-lmvec")  # glibc's vector math, declared `simd` by host_entry.h
-    return tuple(f for f in cflags if not f.startswith("-std=")), tuple(link)
+    return ffi.compile, tuple(link)
 
 
 def compiler() -> str:

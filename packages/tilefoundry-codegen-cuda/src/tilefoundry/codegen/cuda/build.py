@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
-import shlex
 import subprocess
-import sys
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +25,7 @@ from typing import Any
 
 from tilefoundry.ir.errors import TargetUnavailable
 from tilefoundry.ir.target import LinkedLibrary, Sources
+from tilefoundry.runtime import headers
 from tilefoundry.runtime.headers import cutlass_include_dir, runtime_include_dir
 
 from .options import PORTABLE
@@ -54,23 +53,9 @@ PORTABLE_ARCH = "sm_80"
 
 @functools.cache
 def tvm_ffi_flags() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(compile flags, link flags) as `python -m tvm_ffi.config` reports them."""
-
-    def ask(*what: str) -> list[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "tvm_ffi.config", *what],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=120,
-        )
-        return shlex.split(done.stdout)
-
-    cflags = [f for f in ask("--cxxflags") if not f.startswith("-std=")]
-    link = ask("--ldflags") + ask("--libs")
-    # The library must find libtvm_ffi at load time without LD_LIBRARY_PATH.
-    link += [f"-Xlinker=-rpath,{f[2:]}" for f in link if f.startswith("-L")]
-    return tuple(cflags), tuple(link)
+    """(compile flags, link flags) of tvm-ffi for nvcc, its library found through an rpath."""
+    ffi = headers.tvm_ffi_flags()
+    return ffi.compile, (*ffi.link, *(f"-Xlinker=-rpath,{d}" for d in ffi.library_dirs))
 
 
 def gencode(arch: str) -> tuple[str, ...]:
