@@ -10,9 +10,28 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace tilefoundry::detail {
+
+/// The DLPack dtype of element type `T`, given the target's own 16-bit float types.
+template <class T, class BF16, class F16>
+constexpr DLDataType dl_dtype() {
+  constexpr auto bits = static_cast<uint8_t>(8 * sizeof(T));
+  if constexpr (std::is_same_v<T, BF16>) {
+    return {kDLBfloat, 16, 1};
+  } else if constexpr (std::is_same_v<T, F16>) {
+    return {kDLFloat, 16, 1};
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return {kDLBool, 8, 1};
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return {kDLFloat, bits, 1};
+  } else {
+    static_assert(std::is_integral_v<T>, "dl_dtype: no DLPack dtype for this element type");
+    return {std::is_signed_v<T> ? kDLInt : kDLUInt, bits, 1};
+  }
+}
 
 inline std::string dtype_name(DLDataType t) {
   switch (t.code) {

@@ -25,18 +25,11 @@
 
 namespace tilefoundry::atoms {
 
+/// The DLPack dtype of the element type `T` (this target's bf16 and f16 included).
 template <class T>
-inline DLDataType dtype();
-template <> inline DLDataType dtype<float>() { return {kDLFloat, 32, 1}; }
-template <> inline DLDataType dtype<double>() { return {kDLFloat, 64, 1}; }
-template <> inline DLDataType dtype<bf16>() { return {kDLBfloat, 16, 1}; }
-template <> inline DLDataType dtype<f16>() { return {kDLFloat, 16, 1}; }
-template <> inline DLDataType dtype<int64_t>() { return {kDLInt, 64, 1}; }
-template <> inline DLDataType dtype<int32_t>() { return {kDLInt, 32, 1}; }
-template <> inline DLDataType dtype<int16_t>() { return {kDLInt, 16, 1}; }
-template <> inline DLDataType dtype<int8_t>() { return {kDLInt, 8, 1}; }
-template <> inline DLDataType dtype<uint8_t>() { return {kDLUInt, 8, 1}; }
-template <> inline DLDataType dtype<bool>() { return {kDLBool, 8, 1}; }
+inline DLDataType dtype() {
+  return tilefoundry::detail::dl_dtype<T, bf16, f16>();
+}
 
 inline const char* device_name(DLDevice d) {
   switch (d.device_type) {
