@@ -10,8 +10,8 @@ site=${TILEFOUNDRY_GPU_SITE:-/tmp/tilefoundry-site}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl || exit 1
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 export CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
-# One build cache for every worker: test files that build the same kernel share it (conftest.py
-# otherwise gives each pytest session, so each worker, a cache of its own).
+# One build cache, named here so a second run on the same machine finds the first's builds
+# (conftest.py otherwise makes one under the session's temporary directory, for all its workers).
 export TILEFOUNDRY_CACHE_DIR=${TILEFOUNDRY_CACHE_DIR:-/tmp/tilefoundry-gpu-cache}
 # Each worker's builds compile their translation units side by side; two a build keeps the
 # workers' nvcc processes (several GB each) within the machine's memory.

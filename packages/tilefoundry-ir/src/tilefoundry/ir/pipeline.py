@@ -16,6 +16,7 @@ text of its result, so a user sees what was decided and why:
     == fuse epilogues ==        a GEMM's element-wise consumer named its epilogue
     == update in place ==       outputs proved to be an input with one region rewritten
     == fuse prologues ==        the row kernel writing a GEMM's A named its prologue
+    == chain gemms ==           the GEMM reading a GEMM's epilogue output named its chain
     == check budget ==          Scheduled TileIR, local scratch within capacity
 """
 
@@ -31,6 +32,7 @@ from .plan.atoms import select_atoms
 from .plan.binding import bind_execution
 from .plan.budget import check_budget
 from .plan.checks import merge_checks
+from .plan.gemm_chains import chain_gemms
 from .plan.gemm_epilogues import fuse_epilogues
 from .plan.gemm_groups import group_gemms
 from .plan.gemm_prologues import fuse_prologues
@@ -97,6 +99,7 @@ def schedule_function(
     ir = step("fuse epilogues", fuse_epilogues(ir, catalog, options))
     ir = step("update in place", update_in_place(ir))
     ir = step("fuse prologues", fuse_prologues(ir, catalog, options))
+    ir = step("chain gemms", chain_gemms(ir, catalog, options))
     ir = step("check budget", check_budget(ir, catalog))
     return ir
 

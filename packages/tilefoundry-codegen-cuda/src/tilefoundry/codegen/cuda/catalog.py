@@ -194,6 +194,9 @@ def _gemm_atoms() -> list[MmaAtom]:
             a_dtype=d,
             b_dtype=d,
             c_dtype=d,
+            # ... and runs, as one launch at M = 1, with the GEMM reading its epilogue's output
+            # (atoms/gemm_chain.cuh: B stored (N, K), 16-bit elements)
+            chain=layout == "rcr" and d != "f32",
             **common,
             **majors,
         )

@@ -41,6 +41,7 @@ from tilefoundry.ir.tile.stmt import (
 )
 
 from .atoms import AtomKind, register
+from .gemm_chain import chain_block, chain_flag, chain_head, chain_refusal, unless_chained
 from .gemm_prologue import construct, group_init, realized_prologue, staged_flag
 from .kernels import dim_names, functor_name, kernel_args, kernel_params
 from .realize import Realization
@@ -452,7 +453,7 @@ def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
         ep = atom.epilogue
         count = len(gemm_members(atom))
         args = ", ".join(kernel_args(program, ep))
-        return [
+        lines = [
             f"bool {epilogue_flag(ep)} = false;",
             f"{{  // {atom.atom} x{count}, then epilogue {ep.name} where the tier can apply it",
             *_group_init(atom, cx, settled),
@@ -463,6 +464,15 @@ def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
             f"&{epilogue_flag(ep)}{pro_args}), {what});",
             "}",
         ]
+        if (head := chain_head(program, r.kernel)) is not None:  # the second call of a chain
+            assert head.chain is not None
+            return unless_chained(chain_flag(head.chain), lines)
+        if (why := chain_refusal(atom)) is not None:
+            return [f"// {why}", *lines]
+        if atom.chain is not None:  # the first call of a chain
+            first = chain_block(program, r.kernel, cx, layout, _group_init(atom, cx, settled))
+            return [*first, *unless_chained(chain_flag(atom.chain), lines)]
+        return lines
     if "group" in atom.params or pro:
         return [
             f"{{  // {atom.atom} x{len(gemm_members(atom))} sharing A: C_s = A . B_s, {t}, f32 accumulation",

@@ -278,8 +278,8 @@ def _aligned(code: PrologueCode) -> str:
     return f"aligned16({{{ptrs}}})" if ptrs else "false"
 
 
-def group_init(atom: AtomCall, cx: CExpr, settled: bool = False) -> str:
-    """The `g_` GemmGroup of a GEMM atom call (each member's B, C and N) that the call and the
+def group_init(atom: AtomCall, cx: CExpr, settled: bool = False, name: str = "g_") -> str:
+    """The GemmGroup `name` of a GEMM atom call (each member's B, C and N) that the call and the
     prologue gate before it pass the runtime; `settled` per gemm_atom.b_settled."""
     members = gemm_members(atom)
     bs = ", ".join(cname(m.b) for m in members)
@@ -287,7 +287,7 @@ def group_init(atom: AtomCall, cx: CExpr, settled: bool = False) -> str:
     ns = ", ".join(cx(m.n) for m in members)
     flag = ", true" if settled else ""
     t = ctype(atom.operands[0].dtype)
-    return f"const GemmGroup<{t}> g_{{{{{bs}}}, {{{cs}}}, {{{ns}}}, {len(members)}{flag}}};"
+    return f"const GemmGroup<{t}> {name}{{{{{bs}}}, {{{cs}}}, {{{ns}}}, {len(members)}{flag}}};"
 
 
 def gate(atom: AtomCall, layout: str, epilogue_members: int, cx: CExpr, code: PrologueCode) -> list[str]:

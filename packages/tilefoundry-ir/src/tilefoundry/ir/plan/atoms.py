@@ -155,8 +155,9 @@ def mma_atom_named(catalog: TargetCatalog, name: str) -> MmaAtom | None:
 # than with the norms as their own kernels (556), docs/performance.md.
 _FUSED_KINDS = {
     "auto": ("epilogue",),
-    "all": ("epilogue", "prologue"),
+    "all": ("epilogue", "prologue", "chain"),
     "epilogues": ("epilogue",),
+    "chains": ("epilogue", "chain"),
     "prologues": ("prologue",),
     "none": (),
 }
@@ -165,7 +166,7 @@ _FUSED_KINDS = {
 def fusing_gemms(
     program: Program, catalog: TargetCatalog, options: Mapping[str, Any] | None, kind: str
 ) -> list[tuple[Kernel, AtomCall]]:
-    """The GEMM atom kernels whose catalog atom can take a `kind` ("epilogue", "prologue").
+    """The GEMM atom kernels whose catalog atom can take a `kind` ("epilogue", "prologue", "chain").
 
     None when option gemm_fusion turns that kind off; the program's notes then say so, if some
     GEMM could have taken it.

@@ -126,6 +126,8 @@ class MmaAtom(_Atom):
             results before they reach memory (`ir.plan.gemm_epilogues`).
         prologue: whether a whole-GEMM atom can compute its A itself from the row kernel that
             writes it (`ir.plan.gemm_prologues`).
+        chain: whether a whole-GEMM atom can run, as one, with the GEMM that reads its epilogue's
+            output (`ir.plan.gemm_chains`).
     """
 
     kind: Literal["mma"] = "mma"
@@ -146,6 +148,7 @@ class MmaAtom(_Atom):
     shared_a_group: int = Field(default=1, ge=1)
     epilogue: bool = False
     prologue: bool = False
+    chain: bool = False
 
     _dtypes = field_validator("d_dtype", "a_dtype", "b_dtype", "c_dtype")(_dtype_name)
 

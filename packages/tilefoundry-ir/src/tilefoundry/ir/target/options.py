@@ -102,10 +102,11 @@ GEMM = Option(
     "the GEMM atom where proved / always the checked loop / the atom or `PlanError` naming what blocked it",
 )
 GEMM_FUSION = Option(
-    "gemm_fusion", ("auto", "all", "epilogues", "prologues", "none"), "auto",
+    "gemm_fusion", ("auto", "all", "epilogues", "chains", "prologues", "none"), "auto",
     "what a GEMM atom fuses where it can: its element-wise consumer (epilogue), the row kernel writing "
-    "its A (prologue). auto: epilogues (prologues measured slower on the H200) / all: both / "
-    "epilogues only / prologues only / neither",
+    "its A (prologue), the GEMM reading its epilogue's output (chain). auto: epilogues (prologues "
+    "measured slower on the H200; chains not yet measured in a model) / all: all three / epilogues "
+    "only / epilogues and chains / prologues only / none",
 )
 PLANNER_OPTIONS = (VECTORIZE, REASSOCIATE, GEMM, GEMM_FUSION)
 

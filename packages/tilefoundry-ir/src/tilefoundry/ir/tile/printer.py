@@ -109,7 +109,8 @@ def format_stmt(s: Stmt, indent: int = 0) -> list[str]:
         params = ", ".join(f"{k}={format_expr(v)}" for k, v in s.params.items())
         then = f" then epilogue {s.epilogue.name}" if s.epilogue is not None else ""
         first = f" after prologue {s.prologue.name}" if s.prologue is not None else ""
-        return [f"{pad}atom {s.atom}({ops}; {params}){first}{then}"]
+        chain = f" chained with {s.chain.name}" if s.chain is not None else ""
+        return [f"{pad}atom {s.atom}({ops}; {params}){first}{then}{chain}"]
     return [pad + repr(s)]
 
 

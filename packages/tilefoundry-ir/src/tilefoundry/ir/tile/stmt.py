@@ -173,6 +173,9 @@ class AtomCall(Stmt):
         prologue: the row kernel writing the atom's A, which the atom may compute itself
             instead (`ir.plan.gemm_prologues`); it stays in the program and runs on its own,
             before the atom, when the atom will not.
+        chain: the GEMM kernel whose atom reads this atom's epilogue output, which the target
+            may run with this atom as one (`ir.plan.gemm_chains`); it stays in the program and
+            runs after the epilogue, as before, when the target does not.
     """
 
     atom: str
@@ -181,6 +184,7 @@ class AtomCall(Stmt):
     replaces: Stmt
     epilogue: Kernel | None = None
     prologue: Kernel | None = None
+    chain: Kernel | None = None
 
 
 def statements(s: Stmt) -> tuple[Stmt, ...]:

@@ -5,6 +5,7 @@
 
 #include <tilefoundry/runtime/cuda/atoms/attention.cuh>
 #include <tilefoundry/runtime/cuda/atoms/gemm.cuh>
+#include <tilefoundry/runtime/cuda/atoms/gemm_chain.cuh>
 #include <tilefoundry/runtime/cuda/atoms/group_reduce.cuh>
 #include <tilefoundry/runtime/cuda/atoms/launch.cuh>
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
