@@ -16,8 +16,8 @@ import shlex
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from tilefoundry.ir.errors import TargetUnavailable
 
@@ -137,9 +137,9 @@ def cuda_include_dirs() -> list[Path]:
     )
 
 
-@dataclass(frozen=True)
-class TvmFfiFlags:
-    """tvm-ffi's build flags, as `python -m tvm_ffi.config` reports them.
+class TvmFfiFlags(NamedTuple):
+    """tvm-ffi's build flags, as `python -m tvm_ffi.config` reports them (a NamedTuple, not a
+    dataclass: a wheel's copy of this file loads without a module entry, test_headers.py).
 
     Attributes:
         compile: its include flags, without its `-std=` (each builder sets its own standard).

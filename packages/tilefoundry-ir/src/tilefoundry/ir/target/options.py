@@ -105,8 +105,8 @@ GEMM_FUSION = Option(
     "gemm_fusion", ("auto", "all", "epilogues", "chains", "prologues", "none"), "auto",
     "what a GEMM atom fuses where it can: its element-wise consumer (epilogue), the row kernel writing "
     "its A (prologue), the GEMM reading its epilogue's output (chain). auto: epilogues (prologues "
-    "measured slower on the H200; chains not yet measured in a model) / all: all three / epilogues "
-    "only / epilogues and chains / prologues only / none",
+    "measured slower on the H200, chains on the H100) / all: all three / epilogues only / epilogues "
+    "and chains / prologues only / none",
 )
 PLANNER_OPTIONS = (VECTORIZE, REASSOCIATE, GEMM, GEMM_FUSION)
 
