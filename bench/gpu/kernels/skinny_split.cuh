@@ -24,6 +24,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <tilefoundry/runtime/cuda/atoms/gemm_chain.cuh>
 #include <tilefoundry/runtime/cuda/atoms/gemm_skinny.cuh>
 #include <tilefoundry/runtime/cuda/atoms/launch.cuh>
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
@@ -48,7 +49,7 @@ struct SplitWays {
   bool phase1 = true;    ///< gate/up (off: h = 1, to time down alone)
   bool phase2 = true;    ///< down (off: to time gate/up alone)
   bool atomics = true;   ///< partials into the accumulator
-  float* partials = nullptr;  ///< set: each CTA stores its N2 partials here instead (split_reduce adds them)
+  float* partials = nullptr;  ///< set: each CTA stores its N2 partials here instead (gemm_chain_reduce adds them)
   bool down_t = false;  ///< down given transposed, (I, N2): the CTA's units are whole contiguous rows
 };
 
@@ -62,12 +63,6 @@ __device__ inline float dot_packs(uint4 const (&w)[P], T const (&xn)[P][8]) {
     for (int c = 0; c < 8; ++c) s += cast<float>(v[c]) * cast<float>(xn[p][c]);
   }
   return s;
-}
-
-__device__ inline float warp_sum(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
 }
 
 template <class T, int W, int P, int MinBlocks, int D>
@@ -109,15 +104,15 @@ mlp_split(T const* __restrict__ x, T const* __restrict__ gate, T const* __restri
 #pragma unroll
     for (int c = 0; c < 8; ++c) ss += cast<float>(xn[p][c]) * cast<float>(xn[p][c]);
   }
-  float const inv = rsqrtf(warp_sum(ss) / K1 + 1e-6f);
+  float const inv = rsqrtf(chain_warp_sum(ss) / K1 + 1e-6f);
 #pragma unroll
   for (int p = 0; p < P; ++p) {
 #pragma unroll
     for (int c = 0; c < 8; ++c) xn[p][c] = cast<T>(cast<float>(xn[p][c]) * inv);
   }
   auto finish_unit = [&](int j, uint4 const (&w)[2][P]) {
-    float const g = warp_sum(dot_packs<T, P>(w[0], xn));
-    float const u = warp_sum(dot_packs<T, P>(w[1], xn));
+    float const g = chain_warp_sum(dot_packs<T, P>(w[0], xn));
+    float const u = chain_warp_sum(dot_packs<T, P>(w[1], xn));
     if (lane == 0) {
       float const gq = cast<float>(cast<T>(g));
       h_s[j] = cast<float>(cast<T>(gq / (1.0f + __expf(-gq)) * cast<float>(cast<T>(u))));
@@ -133,42 +128,9 @@ mlp_split(T const* __restrict__ x, T const* __restrict__ gate, T const* __restri
   } else {
     for (int j = threadIdx.x; j < nu; j += kThreads) h_s[j] = 1.0f;
   }
-  // Down: the CTA's V packs of every row. A warp covers 32 / V rows an instruction, V lanes a
-  // row (lane % V its pack, whose 8 values of h it holds); the row's V sums meet in its first
-  // lane by a segmented shuffle tree, which stores it (shared-memory atomics from the V lanes of
-  // a row serialize: 25 us for down alone on the H100). Two named batches of D rows in flight.
-  int const V = nu / 8;
-  int const per_warp = 32 / V;
-  int const c = lane % V;
-  bool const lives = lane / V < per_warp;
-  int const step = W * per_warp;  // rows the CTA covers an instruction
-  int const r0 = warp * per_warp + lane / V;
-  T const* col = down + u0 + c * 8;
+  // Down: the CTA's V packs of every row (ChainDownRows, atoms/gemm_chain.cuh).
+  ChainDownRows<T, W, D> rows(down, u0, nu, I, N2);
   uint4 da[D], db[D];
-  auto load_rows = [&](int r, uint4 (&w)[D]) {
-#pragma unroll
-    for (int q = 0; q < D; ++q) {
-      if (lives && r + q * step < N2) w[q] = load_stream_words(col + static_cast<int64_t>(r + q * step) * I);
-    }
-  };
-  float hc[8];
-  auto add_rows = [&](int r, uint4 const (&w)[D]) {
-#pragma unroll
-    for (int q = 0; q < D; ++q) {
-      float s = 0.0f;
-      if (lives && r + q * step < N2) {
-        T const* v = reinterpret_cast<T const*>(&w[q]);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) s += cast<float>(v[e]) * hc[e];
-      }
-#pragma unroll
-      for (int off = 1; off < 8; off *= 2) {
-        float const o = __shfl_down_sync(0xffffffffu, s, off);
-        if (c + off < V) s += o;
-      }
-      if (lives && c == 0 && r + q * step < N2) out_s[r + q * step] = s;
-    }
-  };
   if (ways.down_t) {
     // Down transposed: thread t owns outputs n0 .. n0 + 7 and walks the CTA's nu rows, two named
     // batches of D rows in flight; no reduction between threads.
@@ -204,20 +166,9 @@ mlp_split(T const* __restrict__ x, T const* __restrict__ gate, T const* __restri
       for (int e = 0; e < 8; ++e) out_s[n0 + e] = acc[e];
     }
   } else {
-    if (ways.phase2) load_rows(r0, da);
+    if (ways.phase2) rows.first();
     __syncthreads();  // every h_j is in shared memory
-    if (ways.phase2) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) hc[e] = h_s[c * 8 + e];
-      // Every lane runs the loop (the shuffles need the whole warp): bounded by the warp's first row.
-      int const first = warp * per_warp;
-      for (int r = r0, base = first; base < N2; r += 2 * D * step, base += 2 * D * step) {
-        if (base + D * step < N2) load_rows(r + D * step, db);
-        add_rows(r, da);
-        if (base + 2 * D * step < N2) load_rows(r + 2 * D * step, da);
-        if (base + D * step < N2) add_rows(r + D * step, db);
-      }
-    }
+    if (ways.phase2) rows.run(h_s, out_s);
   }
   __syncthreads();
   if (ways.partials != nullptr) {
@@ -254,43 +205,18 @@ mlp_split(T const* __restrict__ x, T const* __restrict__ gate, T const* __restri
   if (threadIdx.x == 0) *work.count = 0;
 }
 
-/// y = r + (the `splits` rows of partials added): 64 outputs a CTA, 16 float4 columns x 16 lanes
-/// of splits, the lanes' sums added through shared memory in lane order (deterministic).
+/// y = r + c, the second GEMM's epilogue that gemm_chain_reduce hands each rounded sum.
 template <class T>
-__global__ void __launch_bounds__(256) split_reduce(float const* __restrict__ partials, int splits, int N2,
-                                                   T const* __restrict__ resid, T* __restrict__ y) {
-  __shared__ float4 sum_s[16][16];
-  pdl_begin();
-  int const col = threadIdx.x % 16, part = threadIdx.x / 16;
-  int const n = blockIdx.x * 64 + col * 4;
-  float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (n < N2) {
-    for (int p = part; p < splits; p += 16) {
-      float4 const v = __ldcg(reinterpret_cast<float4 const*>(partials + static_cast<int64_t>(p) * N2 + n));
-      s.x += v.x;
-      s.y += v.y;
-      s.z += v.z;
-      s.w += v.w;
-    }
+struct ResidualAdd {
+  T const* resid;
+  T* y;
+  __device__ void operator()(int64_t, int64_t n, T const (&c)[1]) const {
+    y[n] = cast<T>(cast<float>(resid[n]) + cast<float>(c[0]));
   }
-  sum_s[part][col] = s;
-  __syncthreads();
-  if (part == 0 && n < N2) {
-    float4 t = sum_s[0][col];
-    for (int q = 1; q < 16; ++q) {
-      t.x += sum_s[q][col].x;
-      t.y += sum_s[q][col].y;
-      t.z += sum_s[q][col].z;
-      t.w += sum_s[q][col].w;
-    }
-    float const a[4] = {t.x, t.y, t.z, t.w};
-#pragma unroll
-    for (int e = 0; e < 4; ++e) y[n + e] = cast<T>(cast<float>(resid[n + e]) + cast<float>(cast<T>(a[e])));
-  }
-}
+};
 
 /// Launches the split MLP on MinBlocks x `sms` CTAs (each owning whole groups of 8 units), then, where
-/// `ways.partials` is set, split_reduce on them.
+/// `ways.partials` is set, gemm_chain_reduce on them.
 template <class T, int W, int P, int MinBlocks, int D = 8>
 cudaError_t launch_mlp_split(int sms, T const* x, T const* gate, T const* up, int I, T const* down, int N2,
                              T const* resid, T* y, SplitWork work, SplitWays ways, cudaStream_t st) {
@@ -300,8 +226,8 @@ cudaError_t launch_mlp_split(int sms, T const* x, T const* gate, T const* up, in
   cudaError_t err = launch_kernel(mlp_split<T, W, P, MinBlocks, D>, dim3(grid), dim3(W * 32), 0, st, x, gate, up, I,
                                   down, N2, resid, y, work, ways);
   if (err != cudaSuccess || ways.partials == nullptr) return err;
-  return launch_kernel(split_reduce<T>, dim3((N2 + 63) / 64), dim3(256), 0, st, static_cast<float const*>(ways.partials),
-                       grid, N2, resid, y);
+  return launch_kernel(gemm_chain_reduce<T, ResidualAdd<T>>, dim3((N2 + kChainReduceCols - 1) / kChainReduceCols),
+                       dim3(256), 0, st, static_cast<float const*>(ways.partials), grid, N2, ResidualAdd<T>{resid, y});
 }
 
 }  // namespace split

@@ -55,6 +55,65 @@ inline int chain_grid(int64_t I) {
   return static_cast<int>(groups < sms ? groups : sms);
 }
 
+/// A split CTA's share of the second GEMM: out[n] = sum over its nu units j of B2[n, u0 + j] · h[j],
+/// for every row n < N2 of B2 (N2, I). A warp covers 32 / V rows an instruction, V = nu / 8 lanes a
+/// row (lane % V its pack, whose 8 values of h it holds); the row's V sums meet in its first lane
+/// by a segmented shuffle tree (shared-memory atomics from the V lanes of a row serialize: 25 us for
+/// this phase alone on the H100), which stores it. Two named batches of D rows in flight. `first()`
+/// loads the first batch (before h is known), `run(h, out)` the rest; every lane of the CTA calls
+/// both (the shuffles need whole warps).
+template <class T, int W, int D>
+struct ChainDownRows {
+  int V, per_warp, c, step, r0, warp, N2, I;
+  bool lives;
+  T const* col;
+  uint4 da[D], db[D];
+  float hc[8];
+
+  __device__ ChainDownRows(T const* B2, int u0, int nu, int I_, int N2_)
+      : V(nu / 8), per_warp(32 / V), c(static_cast<int>(threadIdx.x % 32) % V), step(W * per_warp),
+        r0(static_cast<int>(threadIdx.x / 32) * per_warp + static_cast<int>(threadIdx.x % 32) / V),
+        warp(static_cast<int>(threadIdx.x / 32)), N2(N2_), I(I_),
+        lives(static_cast<int>(threadIdx.x % 32) / V < per_warp), col(B2 + u0 + c * 8) {}
+
+  __device__ void load_rows(int r, uint4 (&w)[D]) const {
+#pragma unroll
+    for (int q = 0; q < D; ++q) {
+      if (lives && r + q * step < N2) w[q] = load_stream_words(col + static_cast<int64_t>(r + q * step) * I);
+    }
+  }
+  __device__ void add_rows(int r, uint4 const (&w)[D], float* out) const {
+#pragma unroll
+    for (int q = 0; q < D; ++q) {
+      float s = 0.0f;
+      if (lives && r + q * step < N2) {
+        T const* v = reinterpret_cast<T const*>(&w[q]);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) s += cast<float>(v[e]) * hc[e];
+      }
+#pragma unroll
+      for (int off = 1; off < 8; off *= 2) {
+        float const o = __shfl_down_sync(0xffffffffu, s, off);
+        if (c + off < V) s += o;
+      }
+      if (lives && c == 0 && r + q * step < N2) out[r + q * step] = s;
+    }
+  }
+  __device__ void first() { load_rows(r0, da); }
+  /// The rows' sums into out[0, N2), h[0, nu) the CTA's units' values (shared memory).
+  __device__ void run(float const* h, float* out) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) hc[e] = h[c * 8 + e];
+    // Bounded by the warp's first row, so that every lane runs each iteration.
+    for (int r = r0, base = warp * per_warp; base < N2; r += 2 * D * step, base += 2 * D * step) {
+      if (base + D * step < N2) load_rows(r + D * step, db);
+      add_rows(r, da, out);
+      if (base + 2 * D * step < N2) load_rows(r + 2 * D * step, da);
+      if (base + D * step < N2) add_rows(r + D * step, db, out);
+    }
+  }
+};
+
 /// The split launch: CTA b's units [u0, u0 + nu), their first-GEMM results through `epi`, then
 /// its partial y (N2 floats) into partials row b.
 template <class T, int G, int P, class Epi>
@@ -63,7 +122,6 @@ gemm_chain_split(T const* __restrict__ A, GemmGroup<T> g, int I, Epi epi, T cons
                  int N2, float* __restrict__ partials) {
   constexpr int K = 256 * P;
   constexpr int W = kChainWarps;
-  constexpr int D = kChainDownBatch;
   constexpr int kThreads = W * 32;
   __shared__ float h_s[kChainMaxUnits];
   __shared__ float out_s[kChainMaxN];
@@ -109,43 +167,8 @@ gemm_chain_split(T const* __restrict__ A, GemmGroup<T> g, int I, Epi epi, T cons
     if (j + 2 * W < nu) load_unit(j + 2 * W, ua);
     if (j + W < nu) finish_unit(j + W, ub);
   }
-  // The second GEMM: the CTA's V packs of every row of B2. A warp covers 32 / V rows an
-  // instruction, V lanes a row (lane % V its pack, whose 8 values of h it holds); the row's V sums
-  // meet in its first lane by a segmented shuffle tree (shared-memory atomics from the V lanes of
-  // a row serialize: 25 us for this phase alone on the H100). Two named batches of D rows in flight.
-  int const V = nu / 8;
-  int const per_warp = 32 / V;
-  int const c = lane % V;
-  bool const lives = lane / V < per_warp;
-  int const step = W * per_warp;  // rows the CTA covers an instruction
-  int const r0 = warp * per_warp + lane / V;
-  T const* col = B2 + u0 + c * 8;
-  uint4 da[D], db[D];
-  auto load_rows = [&](int r, uint4 (&w)[D]) {
-#pragma unroll
-    for (int q = 0; q < D; ++q) {
-      if (lives && r + q * step < N2) w[q] = load_stream_words(col + static_cast<int64_t>(r + q * step) * I);
-    }
-  };
-  float hc[8];
-  auto add_rows = [&](int r, uint4 const (&w)[D]) {
-#pragma unroll
-    for (int q = 0; q < D; ++q) {
-      float s = 0.0f;
-      if (lives && r + q * step < N2) {
-        T const* v = reinterpret_cast<T const*>(&w[q]);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) s += cast<float>(v[e]) * hc[e];
-      }
-#pragma unroll
-      for (int off = 1; off < 8; off *= 2) {
-        float const o = __shfl_down_sync(0xffffffffu, s, off);
-        if (c + off < V) s += o;
-      }
-      if (lives && c == 0 && r + q * step < N2) out_s[r + q * step] = s;
-    }
-  };
-  load_rows(r0, da);
+  ChainDownRows<T, W, kChainDownBatch> down(B2, u0, nu, I, N2);
+  down.first();
   __syncthreads();  // every h_j the CTA's epilogue stored is visible to the CTA
   for (int j = threadIdx.x; j < nu; j += kThreads) {
     static_assert(sizeof(T) == sizeof(unsigned short), "gemm_chain_split: 16-bit elements");
@@ -153,15 +176,7 @@ gemm_chain_split(T const* __restrict__ A, GemmGroup<T> g, int I, Epi epi, T cons
     h_s[j] = cast<float>(*reinterpret_cast<T const*>(&bits));
   }
   __syncthreads();
-#pragma unroll
-  for (int e = 0; e < 8; ++e) hc[e] = h_s[c * 8 + e];
-  // Every lane runs the loop (the shuffles need the whole warp): bounded by the warp's first row.
-  for (int r = r0, base = warp * per_warp; base < N2; r += 2 * D * step, base += 2 * D * step) {
-    if (base + D * step < N2) load_rows(r + D * step, db);
-    add_rows(r, da);
-    if (base + 2 * D * step < N2) load_rows(r + 2 * D * step, da);
-    if (base + D * step < N2) add_rows(r + D * step, db);
-  }
+  down.run(h_s, out_s);
   __syncthreads();
   float* row = partials + static_cast<int64_t>(blockIdx.x) * N2;
   for (int i = threadIdx.x * 4; i < N2; i += kThreads * 4) {
