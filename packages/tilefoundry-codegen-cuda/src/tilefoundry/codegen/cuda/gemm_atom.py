@@ -41,7 +41,7 @@ from tilefoundry.ir.tile.stmt import (
 )
 
 from .atoms import AtomKind, register
-from .gemm_chain import chain_block, chain_flag, chain_head, chain_refusal, unless_chained
+from .gemm_chain import chain_block, chain_flag, chain_refusal, ends_chain, unless_chained
 from .gemm_prologue import construct, group_init, realized_prologue, staged_flag
 from .kernels import dim_names, functor_name, kernel_args, kernel_params
 from .realize import Realization
@@ -464,9 +464,8 @@ def _gemm_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
             f"&{epilogue_flag(ep)}{pro_args}), {what});",
             "}",
         ]
-        if (head := chain_head(program, r.kernel)) is not None:  # the second call of a chain
-            assert head.chain is not None
-            return unless_chained(chain_flag(head.chain), lines)
+        if ends_chain(program, r.kernel):  # the second call of a chain
+            return unless_chained(chain_flag(r.kernel), lines)
         if (why := chain_refusal(atom)) is not None:
             return [f"// {why}", *lines]
         if atom.chain is not None:  # the first call of a chain

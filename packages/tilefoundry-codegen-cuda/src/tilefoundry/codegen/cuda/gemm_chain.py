@@ -56,12 +56,12 @@ def chain_flag(second: Kernel) -> str:
     return f"{second.name}_chained_"
 
 
-def chain_head(program: Program, second: Kernel) -> AtomCall | None:
-    """The call whose emitted chain ends in GEMM kernel `second`, or None."""
-    for k in program.kernels:
-        if isinstance(k.body, AtomCall) and k.body.chain is second and chain_packs(k.body) is not None:
-            return k.body
-    return None
+def ends_chain(program: Program, second: Kernel) -> bool:
+    """Whether GEMM kernel `second` ends a chain that is emitted (its flag is `chain_flag(second)`)."""
+    return any(
+        isinstance(k.body, AtomCall) and k.body.chain is second and chain_packs(k.body) is not None
+        for k in program.kernels
+    )
 
 
 def unless_chained(flag: str, lines: list[str]) -> list[str]:
