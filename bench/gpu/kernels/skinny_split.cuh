@@ -14,7 +14,9 @@
 // The answer so far (H100, 2026-12-05, bench/results/skinny-sweep-split-2026-12-05.txt): 28.4-28.8 us
 // behind o_proj against 32.9 for the three launches (-13%), results equal. Gate/up alone streams 50 MB in
 // 17.7 us (2.8 TB/s); down's phase takes 13.5 us for 25 MB, its 96-byte slices of 12 KB rows the
-// likely cost. `down_t` (down stored transposed, whole rows a CTA) is built but not yet timed.
+// likely cost. `down_t` (down stored transposed, whole rows a CTA) took down's phase from 12.8 to 10.5
+// us and the split with its reduce from 28.7 to 27.0 us inside a layer (H100, 2026-12-06,
+// bench/results/skinny-sweep-split-shapes-nvidia-h100-2026-12-06.txt).
 //
 // Layout: gate, up (I, K1) and down (N2, I) row-major, as nn.Linear stores them; K1 = 256 x P
 // (a lane's P packs of 8 cover a row); the CTA's h lives in shared memory as f32.

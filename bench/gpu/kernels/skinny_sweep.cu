@@ -17,7 +17,8 @@
 // the pair as one kernel (skinny_chain.cuh) against its two launches (chain_sweep); `sweep wave`,
 // each projection as one wave of 16-warp CTAs (skinny_wave.cuh) against the atom's R2U4 (wave_sweep);
 // `sweep split`, the MLP as one kernel split over the intermediate dimension (skinny_split.cuh)
-// against its three launches (split_sweep); `sweep barrier`, a grid barrier's cost against a
+// and the runtime's gemm_chain in several ChainShapes against its three launches, alone, behind
+// o_proj and inside a layer (split_sweep); `sweep barrier`, a grid barrier's cost against a
 // kernel boundary's (barrier_sweep); `sweep attention`, Qwen3-1.7B's decode attention at short context: the atom's split-KV clusters, the
 // same clusters with rank 0 taking every key (solo), one CTA a kv head (decode_attention_small.cuh).
 //
@@ -586,16 +587,29 @@ void chain_sweep() {
   cudaFree(x);
 }
 
+struct ChainSiluMul {  // gate/up's epilogue as the runtime's gemm_chain calls it: h = silu(gate) * up
+  T* h;
+  __device__ void operator()(int64_t, int64_t n, T const (&c)[2]) const {
+    float const g = static_cast<float>(c[0]);
+    h[n] = T(g / (1.0f + __expf(-g)) * static_cast<float>(c[1]));
+  }
+};
+
 /// The MLP of a decode layer (norm, gate/up writing h through silu * mul, down adding to the
-/// residual stream) as three launches and as one split over the intermediate dimension
-/// (skinny_split.cuh), behind o_proj's GEMV as in a decode layer and behind nothing; then the one
-/// launch's result against the three launches'.
+/// residual stream) as three launches, as one split over the intermediate dimension
+/// (skinny_split.cuh), and as the runtime's gemm_chain behind the norm kernel in several
+/// ChainShapes. Each is timed alone, behind o_proj's GEMV, and inside a layer: behind o_proj and
+/// before the next layer's norm and q/k/v GEMV, whose settled weights load under the MLP's tail
+/// where its CTAs find room (the model lost with the chain's one full CTA an SM, 2026-12-05).
+/// Then each form's result against the three launches'.
 void split_sweep() {
   Bench const op({"o_proj", 1, {2048}, 2048});
   Bench const gu({"gate_up", 2, {6144}, 2048});
   Bench const dn({"down", 1, {2048}, 6144});
   Bench const dn_t({"down_t", 1, {6144}, 2048});  // down transposed, (I, N2): timing only
+  Bench const qkv_b({"qkv", 1, {2048, 1024, 1024}, 2048});
   Gemv<1, 2, 4> o_proj(op);
+  Gemv<1, 2, 4> qkv(qkv_b);
   Gemv<2, 2, 4> gate_up(gu);
   Gemv<1, 2, 4> down(dn);
   int const I = static_cast<int>(gu.s.n[0]), K1 = static_cast<int>(gu.s.k), N2 = static_cast<int>(dn.s.n[0]);
@@ -625,6 +639,30 @@ void split_sweep() {
       if (err != cudaSuccess) std::printf("split launch: %s\n", cudaGetErrorString(err));
     };
   };
+  // The runtime's chain (atoms/gemm_chain.cuh) in shape S, behind the norm kernel, as the compiler emits it.
+  auto chained = [&](auto shape) {
+    using S = decltype(shape);
+    return [&](int i, cudaStream_t st) {
+      launch_kernel(norm_row, dim3(1), dim3(256), 0, st, gu.A, K1);
+      T const* w = gu.weights(i);
+      GemmGroup<T> g{};
+      g.B[0] = w;
+      g.B[1] = w + int64_t(I) * K1;
+      g.N[0] = g.N[1] = I;
+      g.count = 2;
+      g.b_settled = true;
+      GemmGroup<T> g2{};
+      g2.B[0] = dn.weights(i);
+      g2.N[0] = N2;
+      g2.count = 1;
+      g2.b_settled = true;
+      bool ok = false;
+      cudaError_t const err = gemm_chain<GemmLayout::rcr, 2, 8, S>(
+          static_cast<T const*>(gu.A), g, 1, K1, ChainSiluMul{dn.A}, static_cast<T const*>(dn.A), g2, I,
+          split::ResidualAdd<T>{x, x + N2}, partials, st, &ok);
+      if (err != cudaSuccess || !ok) std::printf("gemm_chain: %s, chained %d\n", cudaGetErrorString(err), ok);
+    };
+  };
   auto w8 = split::launch_mlp_split<T, 8, 8, 1>;
   auto w4x2 = split::launch_mlp_split<T, 4, 8, 2>;
   auto w4x3 = split::launch_mlp_split<T, 4, 8, 3>;
@@ -646,20 +684,41 @@ void split_sweep() {
                       {"split + reduce kernel, (t) 8 warps", one(w8, {false, true, true, false, partials, true}), false},
                       {"split, 8 warps, 4 rows of down", one(w8d4, {}), true},
                       {"split, 4 warps x 2 an SM", one(w4x2, {}), true},
-                      {"split, 4 warps x 3 an SM", one(w4x3, {}), true}};
+                      {"split, 4 warps x 3 an SM", one(w4x3, {}), true},
+                      {"chain 8w x1, D8 (the default)", chained(ChainShape<8, 1, 8>{}), true},
+                      {"chain 8w x1, D8, regs for 2 (spills)", chained(ChainShape<8, 1, 8, 2>{}), true},
+                      {"chain 4w x1, D8", chained(ChainShape<4, 1, 8>{}), true},
+                      {"chain 4w x1, D4", chained(ChainShape<4, 1, 4>{}), true},
+                      {"chain 4w x2, D8", chained(ChainShape<4, 2, 8>{}), true},
+                      {"chain 2w x2, D8", chained(ChainShape<2, 2, 8>{}), true},
+                      {"chain 2w x1, D8", chained(ChainShape<2, 1, 8>{}), true}};
   float const o_alone = per_step([&](int i, cudaStream_t st) { o_proj.launch(i, st, true); });
   float const norm_alone = per_step([&](int, cudaStream_t st) {
     launch_kernel(norm_row, dim3(1), dim3(256), 0, st, gu.A, K1);
   });
-  std::printf("split: o_proj %.1f us, norm %.1f us; the MLP's share (alone / behind o_proj):\n", o_alone, norm_alone);
+  auto next_layer = [&](int i, cudaStream_t st) {  // the next layer's norm and q/k/v GEMV
+    launch_kernel(norm_row, dim3(1), dim3(256), 0, st, qkv_b.A, qkv_b.s.k);
+    qkv.launch(i, st, true);
+  };
+  float const around = per_step([&](int i, cudaStream_t st) {
+    o_proj.launch(i, st, true);
+    next_layer(i, st);
+  });
+  std::printf("split: o_proj %.1f us, norm %.1f us, o_proj + next norm + q/k/v %.1f us; the MLP's share "
+              "(alone / behind o_proj / in a layer):\n", o_alone, norm_alone, around);
   auto row = [&](char const* name, std::function<void(int, cudaStream_t)> const& mlp) {
     float const alone = per_step(mlp);
     float const behind = per_step([&](int i, cudaStream_t st) {
       o_proj.launch(i, st, true);
       mlp(i, st);
     });
-    std::printf("  %-34s %5.1f us  %5.1f us  (%.2f TB/s behind o_proj)\n", name, alone, behind - o_alone,
-                (gu.bytes + dn.bytes) / ((behind - o_alone) * 1e6));
+    float const in_layer = per_step([&](int i, cudaStream_t st) {
+      o_proj.launch(i, st, true);
+      mlp(i, st);
+      next_layer(i, st);
+    });
+    std::printf("  %-34s %5.1f us  %5.1f us  %5.1f us  (%.2f TB/s behind o_proj)\n", name, alone, behind - o_alone,
+                in_layer - around, (gu.bytes + dn.bytes) / ((behind - o_alone) * 1e6));
   };
   row("norm + gate/up + down, 3 launches", three);
   for (Way const& w : ways) row(w.name, w.run);

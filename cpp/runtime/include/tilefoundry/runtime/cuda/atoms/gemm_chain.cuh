@@ -18,9 +18,14 @@
 // On the H100 (2026-12-05, bench/gpu/kernels/skinny_split.cuh, Qwen3-1.7B's MLP with its norm
 // recomputed in every warp) the split and its reduce took 28.4 us behind o_proj against 32.9 for
 // the norm and the two skinny launches. Fits (gemm_chain_fits): M = 1, half types, K = 256 · P
-// (each lane P packs of A), I a multiple of 8 and at most kChainMaxUnits units a CTA on one CTA an
-// SM, N2 a multiple of 8 up to kChainMaxN, every operand 16-byte aligned. Otherwise `*chained` is
-// false and the caller runs the two calls as before.
+// (each lane P packs of A), I a multiple of 8 and at most kChainMaxUnits units a CTA in the
+// shape's grid, N2 a multiple of 8 up to kChainMaxN, every operand 16-byte aligned. Otherwise
+// `*chained` is false and the caller runs the two calls as before.
+//
+// The shape (ChainShape) defaults to 8 warps, one CTA an SM. Inside a layer (behind o_proj, before
+// the next norm and q/k/v GEMV) the sweep timed it at 31.7 us on the H100 against 33.5 for the
+// three launches; 4 warps an SM took 42.7, 2 warps x 2 44.0, and registers capped for two CTAs
+// an SM spilled (63.2) (2026-12-06, bench/results/skinny-sweep-split-shapes-nvidia-h100-2026-12-06.txt).
 #pragma once
 
 #include <cstdint>
@@ -35,12 +40,24 @@
 #include <tilefoundry/runtime/cuda/atoms/vector_access.cuh>
 
 namespace tilefoundry::atoms {
+
+/// The split launch's shape: W warps a CTA, C CTAs an SM in the grid, D rows of the second B a
+/// lane keeps in flight (twice), and registers capped for R CTAs an SM (__launch_bounds__). R > C
+/// leaves an SM room for the next kernel's CTAs, which load their settled weights under the
+/// chain's tail as they do under a skinny launch's.
+template <int W = 8, int C = 1, int D = 8, int R = C>
+struct ChainShape {
+  static constexpr int kWarps = W;
+  static constexpr int kCtasPerSm = C;
+  static constexpr int kDownBatch = D;
+  static constexpr int kRegisterCtas = R;
+  static_assert(W >= 1 && W <= 32 && C >= 1 && D >= 1 && R >= C, "ChainShape: W warps, C <= R CTAs an SM");
+};
+
 namespace detail {
 
-inline constexpr int kChainWarps = 8;        // warps of a split CTA (one CTA an SM)
 inline constexpr int kChainMaxUnits = 64;    // units of I a CTA owns, at most (its h in shared memory)
 inline constexpr int kChainMaxN = 4096;      // N of the second GEMM (its partial row in shared memory)
-inline constexpr int kChainDownBatch = 8;    // rows of the second B a lane keeps in flight, twice
 inline constexpr int kChainReduceCols = 64;  // outputs a reduce CTA adds
 
 __device__ inline float chain_warp_sum(float v) {
@@ -49,10 +66,11 @@ __device__ inline float chain_warp_sum(float v) {
   return v;
 }
 
-/// CTAs of the split launch: one an SM, each at least one group of 8 units.
+/// CTAs of the split launch: S::kCtasPerSm an SM, each at least one group of 8 units.
+template <class S>
 inline int chain_grid(int64_t I) {
-  int64_t const groups = I / 8, sms = device_facts().sms;
-  return static_cast<int>(groups < sms ? groups : sms);
+  int64_t const groups = I / 8, ctas = int64_t{device_facts().sms} * S::kCtasPerSm;
+  return static_cast<int>(groups < ctas ? groups : ctas);
 }
 
 /// A split CTA's share of the second GEMM: out[n] = sum over its nu units j of B2[n, u0 + j] · h[j],
@@ -116,12 +134,12 @@ struct ChainDownRows {
 
 /// The split launch: CTA b's units [u0, u0 + nu), their first-GEMM results through `epi`, then
 /// its partial y (N2 floats) into partials row b.
-template <class T, int G, int P, class Epi>
-__global__ void __launch_bounds__(kChainWarps * 32, 1)
+template <class T, int G, int P, class S, class Epi>
+__global__ void __launch_bounds__(S::kWarps * 32, S::kRegisterCtas)
 gemm_chain_split(T const* __restrict__ A, GemmGroup<T> g, int I, Epi epi, T const* H, T const* __restrict__ B2,
                  int N2, float* __restrict__ partials) {
   constexpr int K = 256 * P;
-  constexpr int W = kChainWarps;
+  constexpr int W = S::kWarps;
   constexpr int kThreads = W * 32;
   __shared__ float h_s[kChainMaxUnits];
   __shared__ float out_s[kChainMaxN];
@@ -167,7 +185,7 @@ gemm_chain_split(T const* __restrict__ A, GemmGroup<T> g, int I, Epi epi, T cons
     if (j + 2 * W < nu) load_unit(j + 2 * W, ua);
     if (j + W < nu) finish_unit(j + W, ub);
   }
-  ChainDownRows<T, W, kChainDownBatch> down(B2, u0, nu, I, N2);
+  ChainDownRows<T, W, S::kDownBatch> down(B2, u0, nu, I, N2);
   down.first();
   __syncthreads();  // every h_j the CTA's epilogue stored is visible to the CTA
   for (int j = threadIdx.x; j < nu; j += kThreads) {
@@ -227,7 +245,7 @@ __global__ void __launch_bounds__(256) gemm_chain_reduce(float const* __restrict
 
 /// Whether the chain runs as the split launch (file comment): `g`'s G members of equal N = I
 /// reading A (1, K) with K = 256 · P, then `g2`'s one member (N2, I) reading H.
-template <GemmLayout L, int G, int P, class T>
+template <GemmLayout L, int G, int P, class S = ChainShape<>, class T>
 inline bool gemm_chain_fits(T const* A, GemmGroup<T> const& g, int64_t M, int64_t K, T const* H,
                             GemmGroup<T> const& g2, int64_t K2) {
   if constexpr (L != GemmLayout::rcr || !is_half_v<T> || G < 1 || G > detail::kSkinnyBtMembers) {
@@ -238,32 +256,32 @@ inline bool gemm_chain_fits(T const* A, GemmGroup<T> const& g, int64_t M, int64_
     bool ok = K2 == I && I % 8 == 0 && N2 % 8 == 0 && N2 <= detail::kChainMaxN && aligned16({A, H, g2.B[0]});
     for (int s = 0; s < G; ++s) ok = ok && g.N[s] == I && aligned16({g.B[s]});
     if (!ok) return false;
-    int64_t const grid = detail::chain_grid(I), groups = I / 8;
+    int64_t const grid = detail::chain_grid<S>(I), groups = I / 8;
     return grid >= 1 && (groups + grid - 1) / grid * 8 <= detail::kChainMaxUnits;
   }
 }
 
 /// Workspace the split launch needs: a row of N2 floats a CTA (0 where it does not fit).
-template <GemmLayout L, int G, int P, class T>
+template <GemmLayout L, int G, int P, class S = ChainShape<>, class T>
 inline size_t gemm_chain_workspace_bytes(T const* A, GemmGroup<T> const& g, int64_t M, int64_t K, T const* H,
                                          GemmGroup<T> const& g2, int64_t K2) {
-  if (!gemm_chain_fits<L, G, P>(A, g, M, K, H, g2, K2)) return 0;
-  return static_cast<size_t>(detail::chain_grid(g.N[0])) * static_cast<size_t>(g2.N[0]) * sizeof(float);
+  if (!gemm_chain_fits<L, G, P, S>(A, g, M, K, H, g2, K2)) return 0;
+  return static_cast<size_t>(detail::chain_grid<S>(g.N[0])) * static_cast<size_t>(g2.N[0]) * sizeof(float);
 }
 
 /// The chain as the split launch and its reduce where it fits (`*chained` = true: `epi` has stored
 /// H and `epi2` applied to every result of the second GEMM, no C written); else nothing runs
 /// (`*chained` = false) and the caller makes the two calls. `workspace`: gemm_chain_workspace_bytes.
-template <GemmLayout L, int G, int P, class T, class Epi, class Epi2>
+template <GemmLayout L, int G, int P, class S = ChainShape<>, class T, class Epi, class Epi2>
 inline cudaError_t gemm_chain(T const* A, GemmGroup<T> const& g, int64_t M, int64_t K, Epi const& epi, T const* H,
                               GemmGroup<T> const& g2, int64_t K2, Epi2 const& epi2, void* workspace,
                               cudaStream_t stream, bool* chained) {
   *chained = false;
-  if (!gemm_chain_fits<L, G, P>(A, g, M, K, H, g2, K2)) return cudaSuccess;
-  int const grid = detail::chain_grid(g.N[0]);
+  if (!gemm_chain_fits<L, G, P, S>(A, g, M, K, H, g2, K2)) return cudaSuccess;
+  int const grid = detail::chain_grid<S>(g.N[0]);
   int const N2 = static_cast<int>(g2.N[0]);
   auto* partials = static_cast<float*>(workspace);
-  cudaError_t err = launch_kernel(detail::gemm_chain_split<T, G, P, Epi>, dim3(grid), dim3(detail::kChainWarps * 32),
+  cudaError_t err = launch_kernel(detail::gemm_chain_split<T, G, P, S, Epi>, dim3(grid), dim3(S::kWarps * 32),
                                   0, stream, A, g, static_cast<int>(g.N[0]), epi, H, g2.B[0], N2, partials);
   if (err != cudaSuccess) return err;
   err = launch_kernel(detail::gemm_chain_reduce<T, Epi2>,
