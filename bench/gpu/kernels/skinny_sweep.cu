@@ -85,10 +85,13 @@ struct Sink {  // keeps every member's sum live without writing C
 
 struct SiluMul {  // gate/up's epilogue in a decode layer: h = silu(gate) * up, down's A
   T* h;
-  __device__ void operator()(int, int64_t, int64_t n, int64_t, T const (&c)[2]) const {
+  /// As the runtime's gemm_chain calls it.
+  __device__ void operator()(int64_t, int64_t n, T const (&c)[2]) const {
     float const g = static_cast<float>(c[0]);
     h[n] = T(g / (1.0f + __expf(-g)) * static_cast<float>(c[1]));
   }
+  /// As the skinny GEMV calls it.
+  __device__ void operator()(int, int64_t m, int64_t n, int64_t, T const (&c)[2]) const { (*this)(m, n, c); }
 };
 
 struct AddResidual {  // down's epilogue in a decode layer: the residual stream plus its result
@@ -587,14 +590,6 @@ void chain_sweep() {
   cudaFree(x);
 }
 
-struct ChainSiluMul {  // gate/up's epilogue as the runtime's gemm_chain calls it: h = silu(gate) * up
-  T* h;
-  __device__ void operator()(int64_t, int64_t n, T const (&c)[2]) const {
-    float const g = static_cast<float>(c[0]);
-    h[n] = T(g / (1.0f + __expf(-g)) * static_cast<float>(c[1]));
-  }
-};
-
 /// The MLP of a decode layer (norm, gate/up writing h through silu * mul, down adding to the
 /// residual stream) as three launches, as one split over the intermediate dimension
 /// (skinny_split.cuh), and as the runtime's gemm_chain behind the norm kernel in several
@@ -658,7 +653,7 @@ void split_sweep() {
       g2.b_settled = true;
       bool ok = false;
       cudaError_t const err = gemm_chain<GemmLayout::rcr, 2, 8, S>(
-          static_cast<T const*>(gu.A), g, 1, K1, ChainSiluMul{dn.A}, static_cast<T const*>(dn.A), g2, I,
+          static_cast<T const*>(gu.A), g, 1, K1, SiluMul{dn.A}, static_cast<T const*>(dn.A), g2, I,
           split::ResidualAdd<T>{x, x + N2}, partials, st, &ok);
       if (err != cudaSuccess || !ok) std::printf("gemm_chain: %s, chained %d\n", cudaGetErrorString(err), ok);
     };

@@ -43,8 +43,8 @@ namespace tilefoundry::atoms {
 
 /// The split launch's shape: W warps a CTA, C CTAs an SM in the grid, D rows of the second B a
 /// lane keeps in flight (twice), and registers capped for R CTAs an SM (__launch_bounds__). R > C
-/// leaves an SM room for the next kernel's CTAs, which load their settled weights under the
-/// chain's tail as they do under a skinny launch's.
+/// would leave an SM room for the next kernel's CTAs; on the H100 it spilled and ran slower (file
+/// comment), as did fewer warps.
 template <int W = 8, int C = 1, int D = 8, int R = C>
 struct ChainShape {
   static constexpr int kWarps = W;
