@@ -58,7 +58,7 @@ def test_every_declared_cuda_default_emits_what_absence_emits() -> None:
     defaults = _defaults("cuda")
     planner = {"vectorize", "reassociate", "gemm", "gemm_fusion"}
     own = {"arch", "portable", "attention", "attention_warp_rows", "gemm_tile", "gemm_cluster",
-           "gemm_swizzle", "batch_launches", "grid_ctas_per_sm"}
+           "gemm_swizzle", "batch_launches", "grid_ctas_per_sm", "grid_packs"}
     assert set(defaults) == planner | own
 
     assert cat.cuda_source(proj, defaults) == cat.cuda_source(proj, {})
@@ -91,7 +91,7 @@ def test_a_cuda_typo_is_refused_before_the_target_is_required() -> None:
     assert str(err.value) == (
         "cuda: unknown compile option 'batch_launch' (did you mean 'batch_launches'?); cuda accepts arch, "
         "attention, attention_warp_rows, batch_launches, gemm, gemm_cluster, gemm_fusion, gemm_swizzle, "
-        "gemm_tile, grid_ctas_per_sm, portable, reassociate, vectorize "
+        "gemm_tile, grid_ctas_per_sm, grid_packs, portable, reassociate, vectorize "
         "(options['batch_launch'])"
     )
 

@@ -73,7 +73,7 @@ class LaunchConfig:
 def _derive_launch_config(r: Realization, cx: CExpr, packed: bool = False) -> LaunchConfig:
     """Launch geometry of a realization: instances from its chain, CTAs of `r.threads`.
 
-    A grid or check runs one instance per thread (a packed grid one pack per thread); rows run
+    A grid or check runs one instance per thread (a packed grid `thread_packs` packs a thread); rows run
     `threads / group` instances per CTA. Kernels stride over instances, so the grid is capped
     at the hardware limit and any extent is covered. A placed kernel launches its Mesh as given.
     """
@@ -82,9 +82,10 @@ def _derive_launch_config(r: Realization, cx: CExpr, packed: bool = False) -> La
         extents = r.in_place.extents(extents)
     if r.placed is not None:
         return LaunchConfig(cx(work(extents)), r.threads, r.threads, ctas=r.placed.ctas)
-    if packed and r.packs is not None:  # a packed grid's thread takes a pack; packed rows keep their rows
-        extents[-1] = floordiv(extents[-1], r.packs.lanes)
     per_block = r.threads // r.group if r.kind == "rows" else r.threads
+    if packed and r.packs is not None:  # a packed grid's thread takes its packs; packed rows keep their rows
+        extents[-1] = floordiv(extents[-1], r.packs.lanes)
+        per_block *= r.thread_packs
     return LaunchConfig(cx(work(extents)), r.threads, per_block)
 
 

@@ -136,17 +136,24 @@ def _head(r: Realization, program: Program, extra: tuple[str, ...] = (), variant
 
 
 def _grid_loop(
-    r: Realization, cx: CExpr, extents: list[Expr], names: list[str], ctas: Span = WHOLE_GRID
+    r: Realization,
+    cx: CExpr,
+    extents: list[Expr],
+    names: list[str],
+    ctas: Span = WHOLE_GRID,
+    per_thread: int = 1,
 ) -> list[str]:
+    """The grid-stride loop over `extents`; a thread's `per_thread` instances are `stride_` apart."""
     region = r.in_place
     if region is not None:
         extents, names = region.extents(extents), region.names(names)
     total = cx(work(extents))
+    step = "stride_" if per_thread == 1 else f"{per_thread} * stride_"
     return [
         f"  const int64_t work_ = {total};",
         f"  const int64_t stride_ = static_cast<int64_t>({ctas.count}) * {r.threads};",
         f"  for (int64_t lin_ = static_cast<int64_t>({ctas.index}) * {r.threads} + threadIdx.x; "
-        f"lin_ < work_; lin_ += stride_) {{",
+        f"lin_ < work_; lin_ += {step}) {{",
         *indent(unflatten("lin_", [(n, cx(e)) for n, e in zip(names, extents, strict=True)]), 2),
         *indent(region.lines(cx) if region is not None else [], 2),
     ]
@@ -166,10 +173,25 @@ def grid_body(program: Program, r: Realization, packed: bool, ctas: Span) -> lis
     n, last = r.packs.lanes, names[-1]
     base = f"{last}_b"
     code = PackCode(r.packs, base)
-    out = _grid_loop(r, cx, [*extents[:-1], floordiv(extents[-1], n)], [*names[:-1], f"{last}_p"], ctas)
-    out += indent([f"const int64_t {base} = {last}_p * {n};"], 2)
-    out += indent(code.prologue(cx, r.body) + code.lanes(r.body, cx) + code.epilogue(cx), 2)
-    return [*out, "  }"]
+    pack_names = [*names[:-1], f"{last}_p"]
+    pack_extents = [*extents[:-1], floordiv(extents[-1], n)]
+    out = _grid_loop(r, cx, pack_extents, pack_names, ctas, r.thread_packs)
+    axes = [(v, cx(e)) for v, e in zip(pack_names, pack_extents, strict=True)]
+
+    def pack(u: int) -> list[str]:
+        """Pack u of this thread's, grid-strided: its loads, then the later packs' whole work, then
+        its arithmetic and stores. Each nested scope redeclares the names it shadows."""
+        head = [f"const int64_t {base} = {last}_p * {n};", *code.prologue(cx, r.body)]
+        tail = code.lanes(r.body, cx) + code.epilogue(cx)
+        if u + 1 == r.thread_packs:
+            return head + tail
+        lin = f"lin{u + 1}_"
+        ahead = "stride_" if u == 0 else f"{u + 1} * stride_"
+        later = [f"const int64_t {lin} = lin_ + {ahead};", f"if ({lin} < work_) {{"]
+        later = [*later, *indent([*unflatten(lin, axes), *pack(u + 1)], 1), "}"]
+        return [*head, "{", *indent(later, 1), "}", *tail]
+
+    return [*out, *indent(pack(0), 2), "  }"]
 
 
 @emitter("grid")

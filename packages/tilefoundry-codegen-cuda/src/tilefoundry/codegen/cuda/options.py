@@ -63,7 +63,15 @@ GRID_CTAS_PER_SM = Option(
     "its registers to fit, spilling if it must); None: ptxas chooses",
     NAME,
 )
+GRID_PACKS = Option(
+    "grid_packs", ("auto", 1, 2, 4), "auto",
+    "16-byte packs each thread of a packed flat grid takes, grid-strided, each pack's loads issued before "
+    "the arithmetic of the packs before it, so more bytes are in flight an SM; auto: 2 where a pack's "
+    "address depends on a load (a gather, such as an embedding's rows), else 1; grids whose threads "
+    "exchange values by shuffles and launches that may update their outputs in place take 1",
+    NAME,
+)
 OPTIONS = (
     ARCH, PORTABLE, ATTENTION, ATTENTION_WARP_ROWS, GEMM_TILE, GEMM_CLUSTER, GEMM_SWIZZLE, BATCH_LAUNCHES,
-    GRID_CTAS_PER_SM,
+    GRID_CTAS_PER_SM, GRID_PACKS,
 )

@@ -34,13 +34,13 @@ from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.plan.checks import check_units
 from tilefoundry.ir.target import TargetCatalog
 from tilefoundry.ir.target.options import GEMM, REASSOCIATE, VECTORIZE
-from tilefoundry.ir.tile.expr import Const, free_vars
+from tilefoundry.ir.tile.expr import Const, free_vars, loads
 from tilefoundry.ir.tile.stmt import Alloc, AtomCall, Buffer, Check, For, Kernel, Stmt, seq, walk_stmts
 
 from .attention import atom_blocker, atom_call, match_attention
 from .group import GroupCode, group_packs
 from .in_place import InPlace, describe, plan_in_place
-from .options import ATTENTION, GRID_CTAS_PER_SM
+from .options import ATTENTION, GRID_CTAS_PER_SM, GRID_PACKS
 from .partners import share_partner_loads
 from .placed import PlacedGrid, plan_placed
 from .serial import SerialCode, largest_count
@@ -81,6 +81,7 @@ class Realization:
         in_place: how a grid or rows launch runs only the kernel's region when its updated
             outputs are their sources (in_place.py).
         min_ctas: the CTAs an SM the packed variant is compiled to hold (0: as ptxas chooses).
+        thread_packs: the packs each thread of a packed grid takes (grid_packs), loads first.
         notes: the decisions behind it, printed above the kernel.
     """
 
@@ -102,6 +103,7 @@ class Realization:
     notes: list[str] = field(default_factory=list)
     in_place: InPlace | None = None
     min_ctas: int = 0
+    thread_packs: int = 1
 
     @property
     def plans(self) -> tuple[PackPlan, ...]:
@@ -147,6 +149,7 @@ class Realizer:
         self.attention = ATTENTION.read(options)
         self.gemm = GEMM.read(options)
         self.grid_ctas = GRID_CTAS_PER_SM.read(options)
+        self.grid_packs = GRID_PACKS.read(options)
         self.smem_cap = min(STATIC_SMEM_BYTES, catalog.smem_bytes)
         self.dims: dict[str, str] = {}
 
@@ -185,6 +188,14 @@ class Realizer:
                     if region is not None:
                         r.notes.append(describe(region))
                         r.in_place = region if isinstance(region, InPlace) else None
+                    if r.thread_packs > 1 and r.in_place is not None:
+                        r.thread_packs = 1
+                        r.notes.append("cuda: one pack a thread: the launch may update its outputs in place")
+                    elif r.thread_packs > 1:
+                        r.notes.append(
+                            f"cuda: {r.thread_packs} packs a thread, grid-strided, every load issued before "
+                            "any arithmetic (grid_packs)"
+                        )
                     self.k.decisions.extend(r.notes)
                 return found
             if found:
@@ -397,11 +408,43 @@ def _grid(r: Realizer) -> list[Realization]:
         else:
             notes.append(f"cuda: no 16-byte packs along {last.var}: {plan}")
     min_ctas = r.grid_ctas if packs is not None and r.grid_ctas is not None else 0
+    thread_packs = _thread_packs(r.grid_packs, packs, notes) if packs is not None else 1
     return [
         Realization(
-            "grid", r.name, r.k, chain, body, threads=threads, packs=packs, notes=notes, min_ctas=min_ctas
+            "grid",
+            r.name,
+            r.k,
+            chain,
+            body,
+            threads=threads,
+            packs=packs,
+            notes=notes,
+            min_ctas=min_ctas,
+            thread_packs=thread_packs,
         )
     ]
+
+
+def _gathers(plan: PackPlan) -> bool:
+    """Whether every packed load's address depends on a load (an embedding's rows by id): then all
+    of a thread's bytes wait twice. rope's cos and sin rows are gathered by position, but its
+    activations, most of its bytes, stream from the start."""
+
+    def gathered(index: tuple) -> bool:
+        return any(loads(i) or free_vars(i) & plan.hoisted for i in index)
+
+    return bool(plan.loads) and all(gathered(a.index) for a in plan.loads)
+
+
+def _thread_packs(option: int | str, plan: PackPlan, notes: list[str]) -> int:
+    """The packs a thread of this packed grid takes under option grid_packs."""
+    if plan.exchanges or any(f.across > 1 for f in plan.folds):
+        if option not in ("auto", 1):
+            notes.append("cuda: one pack a thread: the threads of a row exchange values by shuffles")
+        return 1
+    if option != "auto":
+        return int(option)
+    return 2 if _gathers(plan) else 1
 
 
 def _pow2_ceil(n: int) -> int:
