@@ -30,7 +30,7 @@ from decode_layer import decode_attention
 
 pytestmark = pytest.mark.usefixtures("fresh_build_cache")
 
-T = DimVar("T", 1, 70)
+T = DimVar("T", 1, 71)
 
 
 @module

@@ -8,19 +8,24 @@
 // stores, so an SM's bytes in flight are bounded by its resident threads; gelu_chain's ~40
 // instructions an element and the gather's dependent id load lengthen each thread's wait. Forms:
 //   pack        the generated form
-//   pack128     the same with 128-thread CTAs
-//   u2, u4      U packs a thread, U CTA-strided packs, every load issued before any compute
+//   u2, u4      U packs a thread, CTA-strided, every load written before any arithmetic
 //   .6, .4      registers capped for 6 or 4 CTAs an SM instead of 8 (the default cap)
-//   .pin        every pack's loads landed (pin) before any arithmetic: ptxas otherwise sinks the
-//               later packs' loads below the first pack's arithmetic (u2.pin and u4.pin at 6 and
-//               4 CTAs an SM, u2.pin8 at 8)
+//   .128        128-thread CTAs
 //   stride      a grid of 8 CTAs an SM looping over packs, the next pack loaded before this
-//               pack's compute (a register double buffer)
-//   pack.cs     the generated form with streaming stores (st.global.cs: evict-first)
-//   pack.na     the generated form with loads that skip L1 (ld.global.nc.L1::no_allocate)
+//               pack's arithmetic (a register double buffer); stride4: 4 CTAs an SM
+//   .cs         streaming stores (st.global.cs: evict-first)
+//   pack.na     loads that skip L1 (ld.global.nc.L1::no_allocate)
 // Each prints us per call (median of 9 CUDA-graph replays of 10 calls), TB/s (bytes read plus
-// written) and how many outputs differ from `pack`'s (every form must be bit-identical). A 2 GiB
-// device copy timed the same way gives the copy bandwidth the bench's % of limit uses.
+// written) and how many outputs differ from `pack`'s (every form must be bit-identical), after a
+// 2 GiB cudaMemcpyAsync timed the same way (on the H100 it reached 2.46 TB/s, below bench.gpu's
+// copy and below these kernels, so it is no roof).
+//
+// What it showed on the H100 (2026-12-06, bench/results/elementwise-sweep-nvidia-h100-*.txt): every
+// pack and u form streams at the same 3.0-3.1 TB/s on both rows (the H100's HBM bounds them), and
+// the stride forms lose (gelu_chain 277-304 against 261 us). In gelu_chain's u forms ptxas places
+// the later packs' loads after the first pack's arithmetic (cuobjdump -sass), at any register cap
+// tried (32-64), so only the gather gets its packs in flight together; that is where the code
+// generator's grid_packs=auto gives two packs a thread.
 //
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DNDEBUG \
 //        -I cpp/runtime/include -I third_party/cutlass/include bench/gpu/kernels/elementwise_sweep.cu \
@@ -51,17 +56,7 @@ constexpr int64_t kVocab = 151936;
 constexpr int64_t kPacksPerRow = kCols / 8;
 constexpr int64_t kPacks = kRows * kPacksPerRow;
 
-enum class Access { plain, stream_store, no_l1_load, pinned };
-
-/// An empty asm that claims to rewrite the pack: every load of it must have landed before, and the
-/// arithmetic reading it must come after. ptxas otherwise sinks a later pack's loads below the
-/// earlier packs' arithmetic (to save registers), and the packs are in flight one at a time.
-__device__ __forceinline__ void pin(bf16 (&v)[8]) {
-  uint32_t w[4];
-  std::memcpy(w, v, 16);
-  asm volatile("" : "+r"(w[0]), "+r"(w[1]), "+r"(w[2]), "+r"(w[3]));
-  std::memcpy(v, w, 16);
-}
+enum class Access { plain, stream_store, no_l1_load };
 
 template <Access A>
 __device__ __forceinline__ void load8(bf16 const* src, bf16 (&out)[8]) {
@@ -117,13 +112,6 @@ struct Gelu {
       load8<A>(x + p[u] * 8, a[u]);
       load8<A>(y + p[u] * 8, b[u]);
     }
-    if constexpr (A == Access::pinned) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        pin(a[u]);
-        pin(b[u]);
-      }
-    }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       gelu_pack(a[u], b[u], o);
@@ -161,10 +149,6 @@ struct Gather {
     bf16 a[U][8];
 #pragma unroll
     for (int u = 0; u < U; ++u) load8<A>(table + id[u] * kCols + (p[u] % kPacksPerRow) * 8, a[u]);
-    if constexpr (A == Access::pinned) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) pin(a[u]);
-    }
 #pragma unroll
     for (int u = 0; u < U; ++u) store8<A>(out + p[u] * 8, a[u]);
   }
@@ -268,9 +252,6 @@ void sweep(Body body, int sms, cudaStream_t st) {
   run("stride4", [&] { stride_kernel<Body><<<sms * 4, 256, 0, st>>>(body); });
   run("pack.cs", [&] { packs_kernel<Body, Access::stream_store, 256, 1><<<kPacks / 256, 256, 0, st>>>(body); });
   run("pack.na", [&] { packs_kernel<Body, Access::no_l1_load, 256, 1><<<kPacks / 256, 256, 0, st>>>(body); });
-  run("u2.pin", [&] { packs_kernel<Body, Access::pinned, 256, 2, 6><<<kPacks / 512, 256, 0, st>>>(body); });
-  run("u2.pin8", [&] { packs_kernel<Body, Access::pinned, 256, 2><<<kPacks / 512, 256, 0, st>>>(body); });
-  run("u4.pin", [&] { packs_kernel<Body, Access::pinned, 256, 4, 4><<<kPacks / 1024, 256, 0, st>>>(body); });
   run("u2.cs", [&] { packs_kernel<Body, Access::stream_store, 256, 2><<<kPacks / 512, 256, 0, st>>>(body); });
 }
 
