@@ -211,6 +211,15 @@ def launched(body: Callable[..., object], *args: object) -> tuple[object, list[s
     return out, [e.name for e in prof.events() if e.device_type == cuda]
 
 
+def misaligned(t: torch.Tensor) -> torch.Tensor:
+    """A copy of `t` whose data starts one element past a 16-byte boundary: a packed kernel's twin
+    for unaligned tensors runs instead."""
+    out = torch.empty(t.numel() + 16, dtype=t.dtype, device=t.device)[1 : 1 + t.numel()].view(t.shape)
+    out.copy_(t)
+    assert out.data_ptr() % 16 != 0
+    return out
+
+
 def require_nvcc() -> None:
     """Skip the calling test or fixture when the cuda target cannot compile here, saying why."""
     if not get_target("cuda").availability.can_compile:

@@ -8,6 +8,7 @@ target and goes through a measuring child process end to end.
 import json
 import math
 import os
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -520,3 +521,21 @@ def test_a_silent_measuring_process_is_killed(
     assert not list(tmp_path.glob("gpu-*"))
     assert not list(temp.iterdir())
     assert os.environ["TILEFOUNDRY_CACHE_DIR"] == str(tmp_path / "callers-cache")
+
+
+@pytest.mark.parametrize("sweep", ["bf16_round_sweep", "elementwise_sweep"])
+def test_the_small_kernel_sweeps_build_with_nvcc(sweep: str, tmp_path: Path) -> None:
+    """The standalone sweeps that build in seconds compile against today's runtime headers, so a
+    header change that breaks them shows here rather than on the GPU machine."""
+    from tilefoundry.codegen.cuda.build import nvcc
+    from tilefoundry.ir.target import get_target
+    from tilefoundry.runtime.headers import cutlass_include_dir, runtime_include_dir
+
+    if not get_target("cuda").availability.can_compile:
+        pytest.skip("cuda cannot compile here: " + "; ".join(get_target("cuda").availability.reasons))
+    src = Path(__file__).resolve().parents[1] / "bench" / "gpu" / "kernels" / f"{sweep}.cu"
+    cmd = [nvcc(), "-std=c++17", "--expt-relaxed-constexpr", "-DNDEBUG", "-c", "-gencode",
+           "arch=compute_90a,code=sm_90a", "-I", str(runtime_include_dir()), "-isystem",
+           str(cutlass_include_dir()), str(src), "-o", str(tmp_path / f"{sweep}.o")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr

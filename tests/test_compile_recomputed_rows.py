@@ -8,6 +8,9 @@ results match the evaluator on fresh random inputs, and a donated cache is writt
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 import torch
 
@@ -15,6 +18,9 @@ import tilefoundry
 from tilefoundry.check import allclose
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, func, i64, module, tf
 from tilefoundry.runtime import donate
+
+sys.path.insert(0, os.path.dirname(__file__))
+from catalogue_programs import misaligned
 
 pytestmark = pytest.mark.usefixtures("fresh_build_cache")
 
@@ -100,12 +106,6 @@ def test_recomputed_norms_match_the_evaluator_on_cpu(cpu, n: int) -> None:
 # ---------------------------------------------------------------- on a GPU
 
 
-def _misaligned(t: torch.Tensor) -> torch.Tensor:
-    out = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:].view(t.shape)
-    out.copy_(t)
-    return out
-
-
 @pytest.fixture(scope="module")
 def cuda():
     return {name: tilefoundry.build(fn, target="cuda") for name, fn in Heads.functions.items()}
@@ -123,7 +123,7 @@ def test_recomputed_norms_match_the_evaluator_on_gpu(cuda, n: int) -> None:
             want = fn(*args)
             where = 0 if name == "q_rope" else 1
             if shifted:
-                args[where] = _misaligned(args[where])
+                args[where] = misaligned(args[where])
             got = cuda[name](*args)
             torch.cuda.synchronize()
             _check(got, want, f"{name} T={n} misaligned={shifted}")

@@ -22,7 +22,7 @@ from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, module
 from tilefoundry.ir.pipeline import schedule_function
 
 sys.path.insert(0, os.path.dirname(__file__))
-from catalogue_programs import inputs, require_nvcc
+from catalogue_programs import inputs, misaligned, require_nvcc
 from decode_layer import attention_args, decode_attention
 
 pytestmark = pytest.mark.usefixtures("fresh_build_cache")
@@ -123,14 +123,6 @@ def test_batched_sources_build_with_nvcc(linked, attention_batched) -> None:
 # ---------------------------------------------------------------- on a GPU
 
 
-def _misaligned(t: torch.Tensor) -> torch.Tensor:
-    """A copy of `t` whose data starts one element past a 16-byte boundary."""
-    out = torch.empty(t.numel() + 16, dtype=t.dtype, device=t.device)[1 : 1 + t.numel()].view(t.shape)
-    out.copy_(t)
-    assert out.data_ptr() % 16 != 0
-    return out
-
-
 CASES = [
     ("head_norms", None),
     ("head_norms", ("input", 1)),  # k: k1's packed input -> the scalar batch for both norms
@@ -161,7 +153,7 @@ def test_batched_kernels_match_evaluator_on_gpu(linked, name: str, shift: tuple[
         if shift is not None:
             where, i = shift
             tensors = args if where == "input" else outs
-            tensors[i] = _misaligned(tensors[i])
+            tensors[i] = misaligned(tensors[i])
         f(*args, *outs)
         torch.cuda.synchronize()
         for i, (got, want) in enumerate(zip(outs, ref, strict=True)):

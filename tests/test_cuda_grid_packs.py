@@ -25,7 +25,7 @@ from tilefoundry.ir.pipeline import schedule_function
 
 sys.path.insert(0, os.path.dirname(__file__))
 import catalogue_programs as cat
-from catalogue_programs import inputs, require_nvcc
+from catalogue_programs import inputs, misaligned, require_nvcc
 from decode_layer import decode_attention
 
 pytestmark = pytest.mark.usefixtures("fresh_build_cache")
@@ -126,13 +126,6 @@ def test_packed_grids_build_with_nvcc(linked_by_count) -> None:
         assert linked.library.is_file() and set(linked.entries) == {"gelu", "rows"}
 
 
-def _misaligned(t: torch.Tensor) -> torch.Tensor:
-    """A copy of `t` whose data starts one element past a 16-byte boundary (the scalar twin runs)."""
-    out = torch.empty(t.numel() + 16, dtype=t.dtype, device=t.device)[1 : 1 + t.numel()].view(t.shape)
-    out.copy_(t)
-    return out
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("count", [2, 4])
 @pytest.mark.parametrize("name", ["gelu", "rows"])
@@ -152,7 +145,7 @@ def test_packs_a_thread_match_evaluator_on_gpu(linked_by_count, count: int, name
                 args[1] = torch.randint(0, 50, (n,), generator=gen).cuda()
             want = fn(*args)
             if shifted:
-                args[0] = _misaligned(args[0])
+                args[0] = misaligned(args[0])
             got = torch.full_like(want, float("nan"))
             f(*args, got)
             torch.cuda.synchronize()

@@ -20,7 +20,7 @@ import tilefoundry
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, f32, func, module, tf
 
 sys.path.insert(0, os.path.dirname(__file__))
-from catalogue_programs import inputs, require_nvcc
+from catalogue_programs import inputs, misaligned, require_nvcc
 
 pytestmark = pytest.mark.usefixtures("fresh_build_cache")
 
@@ -70,14 +70,6 @@ def test_rows_variants_build_with_nvcc(linked) -> None:
 # ---------------------------------------------------------------- on a GPU
 
 
-def _offset(t: torch.Tensor) -> torch.Tensor:
-    """A copy of `t` viewed at storage offset one element: its data is not 16-byte aligned."""
-    out = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:].view(t.shape)
-    out.copy_(t)
-    assert out.storage_offset() == 1 and out.data_ptr() % 16 != 0
-    return out
-
-
 CASES = [
     ("rms", None),
     ("rms", ("input", 0)),  # x misaligned -> the scalar kernel
@@ -114,7 +106,7 @@ def test_rows_match_evaluator_aligned_and_misaligned_on_gpu(
         if shift is not None:
             where, i = shift
             tensors = args if where == "input" else outs
-            tensors[i] = _offset(tensors[i])
+            tensors[i] = misaligned(tensors[i])
         f(*args, *outs)
         torch.cuda.synchronize()
         for i, (got, want) in enumerate(zip(outs, refs, strict=True)):

@@ -26,6 +26,7 @@
 #include <tilefoundry/runtime/cuda/atoms/vector_access.cuh>
 
 #include "check_status.cuh"
+#include "graph_timing.cuh"
 #include "random_fill.cuh"
 
 using tilefoundry::atoms::bf16;
@@ -76,31 +77,7 @@ float time_us(const bf16* x, const bf16* y, bf16* out, int64_t n, cudaStream_t s
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   int64_t const packs = n / 8;
   int const blocks = static_cast<int>(std::min<int64_t>((packs + 255) / 256, int64_t(sms) * 8));
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < 10; ++i) gelu_chain<R><<<blocks, 256, 0, st>>>(x, y, out, packs);
-  CHECK(cudaStreamEndCapture(st, &g));
-  CHECK(cudaGraphInstantiate(&ge, g, 0));
-  CHECK(cudaGraphLaunch(ge, st));
-  CHECK(cudaStreamSynchronize(st));
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  std::vector<float> ms;
-  for (int r = 0; r < 9; ++r) {
-    CHECK(cudaEventRecord(a, st));
-    CHECK(cudaGraphLaunch(ge, st));
-    CHECK(cudaEventRecord(b, st));
-    CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  CHECK(cudaGraphExecDestroy(ge));
-  CHECK(cudaGraphDestroy(g));
-  return ms[ms.size() / 2] * 1000.0f / 10;
+  return graph_median_us([&] { gelu_chain<R><<<blocks, 256, 0, st>>>(x, y, out, packs); }, st);
 }
 
 int main() {

@@ -43,6 +43,7 @@
 #include <tilefoundry/runtime/cuda/atoms/vector_access.cuh>
 
 #include "check_status.cuh"
+#include "graph_timing.cuh"
 #include "random_fill.cuh"
 
 using tilefoundry::atoms::bf16;
@@ -189,38 +190,7 @@ __global__ void __launch_bounds__(256) stride_kernel(Body body) {
   }
 }
 
-// ---------------------------------------------------------------- timing
-
-template <class Launch>
-float time_us(Launch launch, cudaStream_t st) {
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < 10; ++i) launch();
-  CHECK(cudaStreamEndCapture(st, &g));
-  CHECK(cudaGraphInstantiate(&ge, g, 0));
-  CHECK(cudaGraphLaunch(ge, st));
-  CHECK(cudaStreamSynchronize(st));
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  std::vector<float> ms;
-  for (int r = 0; r < 9; ++r) {
-    CHECK(cudaEventRecord(a, st));
-    CHECK(cudaGraphLaunch(ge, st));
-    CHECK(cudaEventRecord(b, st));
-    CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  CHECK(cudaGraphExecDestroy(ge));
-  CHECK(cudaGraphDestroy(g));
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  return ms[ms.size() / 2] * 1000.0f / 10;
-}
+// ---------------------------------------------------------------- the sweep
 
 template <class Body>
 void sweep(Body body, int sms, cudaStream_t st) {
@@ -228,7 +198,7 @@ void sweep(Body body, int sms, cudaStream_t st) {
   std::vector<uint16_t> want(n), got(n);
   auto run = [&](char const* form, auto launch) {
     CHECK(cudaMemsetAsync(body.out, 0xff, n * sizeof(bf16), st));  // NaN: an unwritten pack differs
-    float const us = time_us(launch, st);
+    float const us = graph_median_us(launch, st);
     CHECK(cudaGetLastError());
     bool const first = std::strcmp(form, "pack") == 0;
     CHECK(cudaMemcpy((first ? want : got).data(), body.out, n * sizeof(bf16), cudaMemcpyDeviceToHost));
@@ -279,7 +249,7 @@ int main() {
   CHECK(cudaMalloc(&src, copy_bytes));
   CHECK(cudaMalloc(&dst, copy_bytes));
   fill_random<<<1024, 256>>>(static_cast<bf16*>(src), copy_bytes / 2, 3);
-  float const copy_us = time_us([&] { CHECK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, st)); }, st);
+  float const copy_us = graph_median_us([&] { CHECK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, st)); }, st);
   std::printf("copy 2 GiB: %.1f us, %.2f TB/s read + write\n", copy_us, 2.0 * copy_bytes / copy_us * 1e-6);
   CHECK(cudaFree(src));
   CHECK(cudaFree(dst));
