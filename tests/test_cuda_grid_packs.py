@@ -1,8 +1,9 @@
 """Packs a thread in packed flat grids (option `grid_packs`, codegen/cuda/kernels.py).
 
-A thread of a packed grid takes `grid_packs` 16-byte packs, `stride_` apart, every pack's loads
-issued before any pack's arithmetic; the host launches 1/U of the CTAs. `auto` gives a gather (an
-address that depends on a load) two packs and every other grid one; grids whose threads exchange
+A thread of a packed grid takes U = `grid_packs` 16-byte packs, `stride_` apart, each pack's loads
+written before the earlier packs' arithmetic; the host launches 1/U of the CTAs. `auto` gives a
+gather (every packed address depends on a load) two packs and every other grid one; grids whose
+threads exchange
 values by shuffles and launches that may update their outputs in place keep one. On a GPU (marker
 `gpu`) every count computes the evaluator's values, ragged tails and the scalar twin included.
 """
@@ -70,7 +71,8 @@ def test_auto_gives_a_gather_two_packs_and_an_elementwise_grid_one() -> None:
     assert "const int64_t lin1_ = lin_ + stride_;" in kernel and "if (lin1_ < work_) {" in kernel
     assert kernel.count("load_pack<4>(") == 2  # f32: 16-byte packs of 4
     assert kernel.index("load_pack<4>(", kernel.index("lin1_")) < kernel.index("store_pack<4>(")
-    assert "2 packs a thread, grid-strided, every load issued before any arithmetic (grid_packs)" in rows
+    note = "2 packs a thread, grid-strided, each pack's loads written before the arithmetic of the packs"
+    assert note + " before it (grid_packs)" in rows
     assert _packed_launch_per_block(rows) == 512
     gelu = _source(Grids.functions["gelu"], {})
     assert "lin1_" not in gelu and "packs a thread" not in gelu

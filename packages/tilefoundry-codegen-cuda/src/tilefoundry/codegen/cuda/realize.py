@@ -193,8 +193,8 @@ class Realizer:
                         r.notes.append("cuda: one pack a thread: the launch may update its outputs in place")
                     elif r.thread_packs > 1:
                         r.notes.append(
-                            f"cuda: {r.thread_packs} packs a thread, grid-strided, every load issued before "
-                            "any arithmetic (grid_packs)"
+                            f"cuda: {r.thread_packs} packs a thread, grid-strided, each pack's loads written "
+                            "before the arithmetic of the packs before it (grid_packs)"
                         )
                     self.k.decisions.extend(r.notes)
                 return found
