@@ -3,9 +3,9 @@
 A thread of a packed grid takes U = `grid_packs` 16-byte packs, `stride_` apart, each pack's loads
 written before the earlier packs' arithmetic; the host launches 1/U of the CTAs. `auto` gives a
 gather (every packed address depends on a load) two packs and every other grid one; grids whose
-threads exchange
-values by shuffles and launches that may update their outputs in place keep one. On a GPU (marker
-`gpu`) every count computes the evaluator's values, ragged tails and the scalar twin included.
+threads exchange values by shuffles and launches that may update their outputs in place keep one.
+On a GPU (marker `gpu`) every count computes the evaluator's values, ragged tails and the scalar
+twin included.
 """
 
 from __future__ import annotations
