@@ -15,6 +15,9 @@
 //               pack's arithmetic (a register double buffer); stride4: 4 CTAs an SM
 //   .cs         streaming stores (st.global.cs: evict-first)
 //   pack.na     loads that skip L1 (ld.global.nc.L1::no_allocate)
+//   .t          gelu_chain's packs tied (tie below): the first pack's arithmetic waits on every
+//               later pack's load, so ptxas issues all of them first (u2.t, u4.t at 6 and 4 CTAs
+//               an SM, u2.t8 at 8); the gather needs no tie
 // Each prints us per call (median of 9 CUDA-graph replays of 10 calls), TB/s (bytes read plus
 // written) and how many outputs differ from `pack`'s (every form must be bit-identical), after a
 // 2 GiB cudaMemcpyAsync timed the same way (on the H100 it reached 2.46 TB/s, below bench.gpu's
@@ -22,9 +25,11 @@
 //
 // What it showed on the H100 (2026-12-06, bench/results/elementwise-sweep-nvidia-h100-*.txt): every
 // pack and u form streams at the same 3.0-3.1 TB/s on both rows (the H100's HBM bounds them), and
-// the stride forms lose (gelu_chain 277-304 against 261 us). In gelu_chain's u forms ptxas places
-// the later packs' loads after the first pack's arithmetic (cuobjdump -sass), at any register cap
-// tried (32-64), so only the gather gets its packs in flight together; that is where the code
+// the stride forms lose (gelu_chain 277-304 against 261 us). In gelu_chain's untied u forms ptxas
+// places the later packs' loads after the first pack's arithmetic (cuobjdump -sass) at any register
+// cap tried (32-64), and neither an empty asm nor a CTA fence (ptxas moves arithmetic above it)
+// keeps them up; the .t forms (added after that run, not yet timed) do, at 40 registers with 8
+// bytes spilled. Only the gather gets its packs in flight together untied; that is where the code
 // generator's grid_packs=auto gives two packs a thread.
 //
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DNDEBUG \
@@ -57,7 +62,20 @@ constexpr int64_t kVocab = 151936;
 constexpr int64_t kPacksPerRow = kCols / 8;
 constexpr int64_t kPacks = kRows * kPacksPerRow;
 
-enum class Access { plain, stream_store, no_l1_load };
+enum class Access { plain, stream_store, no_l1_load, tied };
+
+/// Ties every word of `first` to `later`'s first word (w ^ (b & zero): one LOP3 a word, `zero` a
+/// kernel argument the host sets to 0, which no compiler can see through), so none of the first
+/// pack's arithmetic can start before the later pack's load has landed, and ptxas must issue that
+/// load first. (A zero from gridDim.x or %dynamic_smem_size was folded away.)
+__device__ __forceinline__ void tie(bf16 (&first)[8], bf16 const (&later)[8], uint32_t zero) {
+  uint32_t w[4], b;
+  std::memcpy(w, first, 16);
+  std::memcpy(&b, later, 4);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) w[i] ^= b & zero;
+  std::memcpy(first, w, 16);
+}
 
 template <Access A>
 __device__ __forceinline__ void load8(bf16 const* src, bf16 (&out)[8]) {
@@ -102,6 +120,7 @@ struct Gelu {
   bf16 const* x;
   bf16 const* y;
   bf16* out;
+  uint32_t zero;  // 0, for tie()
   static constexpr char const* name = "gelu_chain 32768 x 4096 bf16 (3 x 256 MiB moved)";
   static constexpr double bytes = 3.0 * kRows * kCols * 2;
 
@@ -112,6 +131,13 @@ struct Gelu {
     for (int u = 0; u < U; ++u) {
       load8<A>(x + p[u] * 8, a[u]);
       load8<A>(y + p[u] * 8, b[u]);
+    }
+    if constexpr (A == Access::tied) {
+#pragma unroll
+      for (int u = 1; u < U; ++u) {
+        tie(a[0], a[u], zero);
+        tie(b[0], b[u], zero);
+      }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -222,6 +248,9 @@ void sweep(Body body, int sms, cudaStream_t st) {
   run("stride4", [&] { stride_kernel<Body><<<sms * 4, 256, 0, st>>>(body); });
   run("pack.cs", [&] { packs_kernel<Body, Access::stream_store, 256, 1><<<kPacks / 256, 256, 0, st>>>(body); });
   run("pack.na", [&] { packs_kernel<Body, Access::no_l1_load, 256, 1><<<kPacks / 256, 256, 0, st>>>(body); });
+  run("u2.t", [&] { packs_kernel<Body, Access::tied, 256, 2, 6><<<kPacks / 512, 256, 0, st>>>(body); });
+  run("u2.t8", [&] { packs_kernel<Body, Access::tied, 256, 2><<<kPacks / 512, 256, 0, st>>>(body); });
+  run("u4.t", [&] { packs_kernel<Body, Access::tied, 256, 4, 4><<<kPacks / 1024, 256, 0, st>>>(body); });
   run("u2.cs", [&] { packs_kernel<Body, Access::stream_store, 256, 2><<<kPacks / 512, 256, 0, st>>>(body); });
 }
 
@@ -268,7 +297,7 @@ int main() {
   random_ids<<<128, 256>>>(ids, kRows, kVocab);
   CHECK(cudaDeviceSynchronize());
 
-  sweep(Gelu{x, y, out}, sms, st);
+  sweep(Gelu{x, y, out, 0}, sms, st);
   sweep(Gather{table, ids, out}, sms, st);
   return 0;
 }
