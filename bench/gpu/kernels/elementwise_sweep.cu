@@ -28,8 +28,9 @@
 // the stride forms lose (gelu_chain 277-304 against 261 us). In gelu_chain's untied u forms ptxas
 // places the later packs' loads after the first pack's arithmetic (cuobjdump -sass) at any register
 // cap tried (32-64), and neither an empty asm nor a CTA fence (ptxas moves arithmetic above it)
-// keeps them up; the .t forms (added after that run, not yet timed) do, at 40 registers with 8
-// bytes spilled. Only the gather gets its packs in flight together untied; that is where the code
+// keeps them up; the .t forms do, at 40 registers with 8 bytes spilled, bit-identical, and on the
+// H100 (memory-bound) 1-3% slower (u2.t 263.6, u4.t 264.7, u2.t8 268.6 against 261.3 us); what
+// they do on the H200, where gelu_chain is not at copy speed, is the open question. Only the gather gets its packs in flight together untied; that is where the code
 // generator's grid_packs=auto gives two packs a thread.
 //
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DNDEBUG \
