@@ -18,15 +18,11 @@ import pytest
 import torch
 
 import tilefoundry
-from tilefoundry.codegen.cuda.catalog import arch_catalog
-from tilefoundry.codegen.cuda.emit import emit_module
 from tilefoundry.dsl import DimVar, Tensor, bf16, f32, func, i64, module, tf
 from tilefoundry.ir.errors import PlanError
-from tilefoundry.ir.pipeline import schedule_function
 
 sys.path.insert(0, os.path.dirname(__file__))
 import catalogue_programs as cat
-from catalogue_programs import inputs, misaligned, require_nvcc
 from decode_layer import decode_attention
 
 pytestmark = pytest.mark.usefixtures("fresh_build_cache")
@@ -45,11 +41,6 @@ class Grids:
         return tf.embedding(table, ids)
 
 
-def _source(fn, options: dict) -> str:
-    catalog = arch_catalog("sm_90a")
-    return emit_module(fn.name, (schedule_function(fn, catalog, options),), catalog, options)
-
-
 def _packed_kernel(text: str, name: str) -> str:
     start = text.index(f"{name}_v")
     return text[start : text.index("\n}\n", start)]
@@ -65,7 +56,7 @@ def _packed_launch_per_block(text: str) -> int:
 def test_auto_gives_a_gather_two_packs_and_an_elementwise_grid_one() -> None:
     """The embedding's pack address waits on its id: two packs a thread, the second `stride_` ahead
     under its own bounds test, and half the CTAs. gelu_chain's packs keep one a thread."""
-    rows = _source(Grids.functions["rows"], {})
+    rows = cat.cuda_source(Grids.functions["rows"], {})
     kernel = _packed_kernel(rows, "rows__k0_embedding")
     assert "lin_ += 2 * stride_" in kernel
     assert "const int64_t lin1_ = lin_ + stride_;" in kernel and "if (lin1_ < work_) {" in kernel
@@ -74,7 +65,7 @@ def test_auto_gives_a_gather_two_packs_and_an_elementwise_grid_one() -> None:
     note = "2 packs a thread, grid-strided, each pack's loads written before the arithmetic of the packs"
     assert note + " before it (grid_packs)" in rows
     assert _packed_launch_per_block(rows) == 512
-    gelu = _source(Grids.functions["gelu"], {})
+    gelu = cat.cuda_source(Grids.functions["gelu"], {})
     assert "lin1_" not in gelu and "packs a thread" not in gelu
     assert _packed_launch_per_block(gelu) == 256
 
@@ -85,7 +76,7 @@ def test_grid_packs_sets_every_packed_grid_and_its_launch(count: int) -> None:
     loop advancing U strides, and U times fewer CTAs; the scalar twin keeps one element a thread."""
     grids = ((Grids.functions["gelu"], "gelu__k0_sub"), (Grids.functions["rows"], "rows__k0_embedding"))
     for fn, kernel in grids:
-        text = _source(fn, {"grid_packs": count})
+        text = cat.cuda_source(fn, {"grid_packs": count})
         packed = _packed_kernel(text, kernel)
         assert sum(f"const int64_t lin{u}_ = " in packed for u in range(1, 4)) == count - 1, packed
         assert ("lin_ += stride_)" if count == 1 else f"lin_ += {count} * stride_)") in packed
@@ -98,20 +89,20 @@ def test_shuffling_and_in_place_grids_keep_one_pack_a_thread() -> None:
     """Under grid_packs=2 the decode layer's rope and cache update (a head's threads exchange
     normalized halves by shuffles) and the catalogue's cache update (in place when the cache is
     donated) keep one pack a thread, and the source says why; the layer's residual add takes two."""
-    text = _source(decode_attention(), {"grid_packs": 2})
+    text = cat.cuda_source(decode_attention(), {"grid_packs": 2})
     start = text.index("attention__k7_k8_batch_packed(")  # the two run as one launch
     batch = text[start : text.index("\n}\n", start)]
     assert "lin1_" not in batch and "lin_ += 2 * stride_" not in batch
     assert text.count("cuda: one pack a thread: the threads of a row exchange values by shuffles") == 2
     assert "lin_ += 2 * stride_)" in _packed_kernel(text, "attention__k13_add")
-    cache = _source(cat.cache, {"grid_packs": 2})
+    cache = cat.cuda_source(cat.cache, {"grid_packs": 2})
     assert "cuda: one pack a thread: the launch may update its outputs in place" in cache
     assert "lin1_" not in cache
 
 
 def test_grid_packs_refuses_a_count_it_does_not_offer() -> None:
     with pytest.raises(PlanError, match="grid_packs"):
-        _source(Grids.functions["gelu"], {"grid_packs": 3})
+        cat.cuda_source(Grids.functions["gelu"], {"grid_packs": 3})
 
 
 # ---------------------------------------------------------------- nvcc, and on a GPU
@@ -119,7 +110,7 @@ def test_grid_packs_refuses_a_count_it_does_not_offer() -> None:
 
 @pytest.fixture(scope="module")
 def linked_by_count():
-    require_nvcc()
+    cat.require_nvcc()
     return {n: tilefoundry.compile(Grids, target="cuda", options={"grid_packs": n}) for n in (2, 4)}
 
 
@@ -142,12 +133,12 @@ def test_packs_a_thread_match_evaluator_on_gpu(linked_by_count, count: int, name
     gen = torch.Generator().manual_seed(count)
     for n in (1, 3, 33, 70):
         for shifted in (False, True):
-            args = list(inputs(fn, n, gen, "cuda"))
+            args = list(cat.inputs(fn, n, gen, "cuda"))
             if name == "rows":
                 args[1] = torch.randint(0, 50, (n,), generator=gen).cuda()
             want = fn(*args)
             if shifted:
-                args[0] = misaligned(args[0])
+                args[0] = cat.misaligned(args[0])
             got = torch.full_like(want, float("nan"))
             f(*args, got)
             torch.cuda.synchronize()

@@ -203,6 +203,12 @@ __global__ void __launch_bounds__(T, Resident) packs_kernel(Body body) {
   body.template run<A, U>(p);
 }
 
+/// packs_kernel on a grid covering every pack once.
+template <class Body, Access A, int T, int U, int Resident = 2048 / T>
+void launch_packs(Body const& body, cudaStream_t st) {
+  packs_kernel<Body, A, T, U, Resident><<<kPacks / (T * U), T, 0, st>>>(body);
+}
+
 /// A grid of a few CTAs an SM; each thread loads its next pack before finishing this one.
 template <class Body>
 __global__ void __launch_bounds__(256) stride_kernel(Body body) {
@@ -237,22 +243,22 @@ void sweep(Body body, int sms, cudaStream_t st) {
                 Body::bytes / us * 1e-6, static_cast<long long>(differ), static_cast<long long>(n));
   };
   std::printf("%s\n", Body::name);
-  run("pack", [&] { packs_kernel<Body, Access::plain, 256, 1><<<kPacks / 256, 256, 0, st>>>(body); });
-  run("pack128", [&] { packs_kernel<Body, Access::plain, 128, 1><<<kPacks / 128, 128, 0, st>>>(body); });
-  run("pack.6", [&] { packs_kernel<Body, Access::plain, 256, 1, 6><<<kPacks / 256, 256, 0, st>>>(body); });
-  run("u2", [&] { packs_kernel<Body, Access::plain, 256, 2><<<kPacks / 512, 256, 0, st>>>(body); });
-  run("u2.6", [&] { packs_kernel<Body, Access::plain, 256, 2, 6><<<kPacks / 512, 256, 0, st>>>(body); });
-  run("u4", [&] { packs_kernel<Body, Access::plain, 256, 4><<<kPacks / 1024, 256, 0, st>>>(body); });
-  run("u4.4", [&] { packs_kernel<Body, Access::plain, 256, 4, 4><<<kPacks / 1024, 256, 0, st>>>(body); });
-  run("u2.128", [&] { packs_kernel<Body, Access::plain, 128, 2><<<kPacks / 256, 128, 0, st>>>(body); });
+  run("pack", [&] { launch_packs<Body, Access::plain, 256, 1>(body, st); });
+  run("pack128", [&] { launch_packs<Body, Access::plain, 128, 1>(body, st); });
+  run("pack.6", [&] { launch_packs<Body, Access::plain, 256, 1, 6>(body, st); });
+  run("u2", [&] { launch_packs<Body, Access::plain, 256, 2>(body, st); });
+  run("u2.6", [&] { launch_packs<Body, Access::plain, 256, 2, 6>(body, st); });
+  run("u4", [&] { launch_packs<Body, Access::plain, 256, 4>(body, st); });
+  run("u4.4", [&] { launch_packs<Body, Access::plain, 256, 4, 4>(body, st); });
+  run("u2.128", [&] { launch_packs<Body, Access::plain, 128, 2>(body, st); });
   run("stride", [&] { stride_kernel<Body><<<sms * 8, 256, 0, st>>>(body); });
   run("stride4", [&] { stride_kernel<Body><<<sms * 4, 256, 0, st>>>(body); });
-  run("pack.cs", [&] { packs_kernel<Body, Access::stream_store, 256, 1><<<kPacks / 256, 256, 0, st>>>(body); });
-  run("pack.na", [&] { packs_kernel<Body, Access::no_l1_load, 256, 1><<<kPacks / 256, 256, 0, st>>>(body); });
-  run("u2.t", [&] { packs_kernel<Body, Access::tied, 256, 2, 6><<<kPacks / 512, 256, 0, st>>>(body); });
-  run("u2.t8", [&] { packs_kernel<Body, Access::tied, 256, 2><<<kPacks / 512, 256, 0, st>>>(body); });
-  run("u4.t", [&] { packs_kernel<Body, Access::tied, 256, 4, 4><<<kPacks / 1024, 256, 0, st>>>(body); });
-  run("u2.cs", [&] { packs_kernel<Body, Access::stream_store, 256, 2><<<kPacks / 512, 256, 0, st>>>(body); });
+  run("pack.cs", [&] { launch_packs<Body, Access::stream_store, 256, 1>(body, st); });
+  run("pack.na", [&] { launch_packs<Body, Access::no_l1_load, 256, 1>(body, st); });
+  run("u2.t", [&] { launch_packs<Body, Access::tied, 256, 2, 6>(body, st); });
+  run("u2.t8", [&] { launch_packs<Body, Access::tied, 256, 2>(body, st); });
+  run("u4.t", [&] { launch_packs<Body, Access::tied, 256, 4, 4>(body, st); });
+  run("u2.cs", [&] { launch_packs<Body, Access::stream_store, 256, 2>(body, st); });
 }
 
 __global__ void random_ids(int64_t* ids, int64_t n, int64_t vocab) {

@@ -34,7 +34,7 @@ from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.plan.checks import check_units
 from tilefoundry.ir.target import TargetCatalog
 from tilefoundry.ir.target.options import GEMM, REASSOCIATE, VECTORIZE
-from tilefoundry.ir.tile.expr import Const, free_vars, loads
+from tilefoundry.ir.tile.expr import Const, Expr, free_vars, loads
 from tilefoundry.ir.tile.stmt import Alloc, AtomCall, Buffer, Check, For, Kernel, Stmt, seq, walk_stmts
 
 from .attention import atom_blocker, atom_call, match_attention
@@ -188,14 +188,7 @@ class Realizer:
                     if region is not None:
                         r.notes.append(describe(region))
                         r.in_place = region if isinstance(region, InPlace) else None
-                    if r.thread_packs > 1 and r.in_place is not None:
-                        r.thread_packs = 1
-                        r.notes.append("cuda: one pack a thread: the launch may update its outputs in place")
-                    elif r.thread_packs > 1:
-                        r.notes.append(
-                            f"cuda: {r.thread_packs} packs a thread, grid-strided, each pack's loads written "
-                            "before the arithmetic of the packs before it (grid_packs)"
-                        )
+                    _settle_thread_packs(r)
                     self.k.decisions.extend(r.notes)
                 return found
             if found:
@@ -430,10 +423,25 @@ def _gathers(plan: PackPlan) -> bool:
     of a thread's bytes wait twice. rope's cos and sin rows are gathered by position, but its
     activations, most of its bytes, stream from the start."""
 
-    def gathered(index: tuple) -> bool:
+    def gathered(index: tuple[Expr, ...]) -> bool:
         return any(loads(i) or free_vars(i) & plan.hoisted for i in index)
 
     return bool(plan.loads) and all(gathered(a.index) for a in plan.loads)
+
+
+def _settle_thread_packs(r: Realization) -> None:
+    """Once a grid knows whether it may run in place: one pack a thread if so (a later pack's loads
+    would come before an earlier pack's stores to the same buffer), and the note either way."""
+    if r.thread_packs == 1:
+        return
+    if r.in_place is not None:
+        r.thread_packs = 1
+        r.notes.append("cuda: one pack a thread: the launch may update its outputs in place")
+        return
+    r.notes.append(
+        f"cuda: {r.thread_packs} packs a thread, grid-strided, each pack's loads written before the "
+        "arithmetic of the packs before it (grid_packs)"
+    )
 
 
 def _thread_packs(option: int | str, plan: PackPlan, notes: list[str]) -> int:
