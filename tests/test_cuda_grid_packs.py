@@ -2,8 +2,9 @@
 
 A thread of a packed grid takes U = `grid_packs` 16-byte packs, `stride_` apart, each pack's loads
 written before the earlier packs' arithmetic; the host launches 1/U of the CTAs. `auto` gives a
-gather (every packed address depends on a load) two packs and every other grid one; grids whose
-threads exchange values by shuffles and launches that may update their outputs in place keep one.
+gather (every packed address depends on a load) two packs and every other grid one; launches that
+may update their outputs in place keep one. Where a row's threads fold and exchange values by
+shuffles (a head's norm and rotate-half), every pack's loads come before any pack's shuffles.
 On a GPU (marker `gpu`) every count computes the evaluator's values, ragged tails and the scalar
 twin included.
 """
@@ -23,7 +24,6 @@ from tilefoundry.ir.errors import PlanError
 
 sys.path.insert(0, os.path.dirname(__file__))
 import catalogue_programs as cat
-from decode_layer import decode_attention
 
 pytestmark = pytest.mark.usefixtures("fresh_build_cache")
 
@@ -39,6 +39,16 @@ class Grids:
     @func
     def rows(table: Tensor[(50, 32), f32], ids: Tensor[(T,), i64]):
         return tf.embedding(table, ids)
+
+    @func
+    def head_rope(
+        x: Tensor[(1, 2, T, 64), bf16],
+        w: Tensor[(64,), bf16],
+        cos: Tensor[(80, 64), bf16],
+        sin: Tensor[(80, 64), bf16],
+        positions: Tensor[(T,), i64],
+    ):
+        return tf.rope(tf.rms_norm(x, w, eps=1e-6), cos, sin, positions)
 
 
 def _packed_kernel(text: str, name: str) -> str:
@@ -85,16 +95,17 @@ def test_grid_packs_sets_every_packed_grid_and_its_launch(count: int) -> None:
         assert "lin1_" not in scalar
 
 
-def test_shuffling_and_in_place_grids_keep_one_pack_a_thread() -> None:
-    """Under grid_packs=2 the decode layer's rope and cache update (a head's threads exchange
-    normalized halves by shuffles) and the catalogue's cache update (in place when the cache is
-    donated) keep one pack a thread, and the source says why; the layer's residual add takes two."""
-    text = cat.cuda_source(decode_attention(), {"grid_packs": 2})
-    start = text.index("attention__k7_k8_batch_packed(")  # the two run as one launch
-    batch = text[start : text.index("\n}\n", start)]
-    assert "lin1_" not in batch and "lin_ += 2 * stride_" not in batch
-    assert text.count("cuda: one pack a thread: the threads of a row exchange values by shuffles") == 2
-    assert "lin_ += 2 * stride_)" in _packed_kernel(text, "attention__k13_add")
+def test_shuffling_grids_take_the_count_and_in_place_grids_keep_one() -> None:
+    """Under grid_packs=2 a head's threads still fold its norm and exchange halves by shuffles: every
+    pack's loads come first, then each pack's shuffles (the row's threads share each bounds test).
+    The catalogue's cache update (in place when the cache is donated) keeps one pack, and says why."""
+    text = cat.cuda_source(Grids.functions["head_rope"], {"grid_packs": 2})
+    kernel = _packed_kernel(text, "head_rope__k0_rope")
+    later = kernel.index("if (lin1_ < work_) {")
+    assert kernel.count("lane_group_reduce<8>(") == 2 and kernel.count("lane_group_exchange<8, 4>(") == 2
+    first_loads = kernel[:later].count("load_pack<8>(")
+    assert first_loads >= 4 and "lane_group" not in kernel[:later]  # x, w, cos and sin of pack 0
+    assert _packed_launch_per_block(text) == 512
     cache = cat.cuda_source(cat.cache, {"grid_packs": 2})
     assert "cuda: one pack a thread: the launch may update its outputs in place" in cache
     assert "lin1_" not in cache
@@ -116,12 +127,12 @@ def linked_by_count():
 
 def test_packed_grids_build_with_nvcc(linked_by_count) -> None:
     for linked in linked_by_count.values():
-        assert linked.library.is_file() and set(linked.entries) == {"gelu", "rows"}
+        assert linked.library.is_file() and set(linked.entries) == {"gelu", "rows", "head_rope"}
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("count", [2, 4])
-@pytest.mark.parametrize("name", ["gelu", "rows"])
+@pytest.mark.parametrize("name", ["gelu", "rows", "head_rope"])
 def test_packs_a_thread_match_evaluator_on_gpu(linked_by_count, count: int, name: str) -> None:
     """Each output element is written once with the evaluator's value: T = 1, 3, 33 and 70 leave
     ragged last strides (70 rows of gelu are 560 packs, 2.2 CTAs of 256), and a misaligned input
@@ -136,6 +147,8 @@ def test_packs_a_thread_match_evaluator_on_gpu(linked_by_count, count: int, name
             args = list(cat.inputs(fn, n, gen, "cuda"))
             if name == "rows":
                 args[1] = torch.randint(0, 50, (n,), generator=gen).cuda()
+            if name == "head_rope":
+                args[4] = torch.randint(0, 80, (n,), generator=gen).cuda()
             want = fn(*args)
             if shifted:
                 args[0] = cat.misaligned(args[0])

@@ -180,9 +180,12 @@ def grid_body(program: Program, r: Realization, packed: bool, ctas: Span) -> lis
 
     def pack(u: int) -> list[str]:
         """Pack u of this thread's, grid-strided: its loads, then the later packs' whole work, then
-        its arithmetic and stores. Each nested scope redeclares the names it shadows."""
-        head = [f"const int64_t {base} = {last}_p * {n};", *code.prologue(cx, r.body)]
-        tail = code.lanes(r.body, cx) + code.epilogue(cx)
+        its folds, exchanges, arithmetic and stores. Each nested scope redeclares the names it
+        shadows. A row's threads share each later pack's bounds test (whole rows, strides of whole
+        CTAs), so their shuffles stay in step under it."""
+        loads, rest = code.prologue_parts(cx, r.body)
+        head = [f"const int64_t {base} = {last}_p * {n};", *loads]
+        tail = rest + code.lanes(r.body, cx) + code.epilogue(cx)
         if u + 1 == r.thread_packs:
             return head + tail
         lin = f"lin{u + 1}_"

@@ -67,8 +67,8 @@ GRID_PACKS = Option(
     "grid_packs", ("auto", 1, 2, 4), "auto",
     "16-byte packs each thread of a packed flat grid takes, grid-strided, each pack's loads written before "
     "the arithmetic of the packs before it, so more bytes may be in flight an SM; auto: 2 where every "
-    "packed load's address depends on a load (a gather, such as an embedding's rows), else 1; grids whose "
-    "threads exchange values by shuffles and launches that may update their outputs in place take 1",
+    "packed load's address depends on a load (a gather, such as an embedding's rows), else 1; launches "
+    "that may update their outputs in place take 1",
     NAME,
 )
 OPTIONS = (

@@ -446,10 +446,6 @@ def _settle_thread_packs(r: Realization) -> None:
 
 def _thread_packs(option: int | str, plan: PackPlan, notes: list[str]) -> int:
     """The packs a thread of this packed grid takes under option grid_packs."""
-    if plan.exchanges or any(f.across > 1 for f in plan.folds):
-        if option not in ("auto", 1):
-            notes.append("cuda: one pack a thread: the threads of a row exchange values by shuffles")
-        return 1
     if option != "auto":
         return int(option)
     return 2 if _gathers(plan) else 1

@@ -540,6 +540,12 @@ class PackCode:
     def prologue(self, cx: CExpr, body: Stmt) -> list[str]:
         """Hoisted definitions, lane arrays and their packed loads, then the folds and the
         definitions that read them: the pack's loads are in flight while a fold loads its row."""
+        loads, rest = self.prologue_parts(cx, body)
+        return loads + rest
+
+    def prologue_parts(self, cx: CExpr, body: Stmt) -> tuple[list[str], list[str]]:
+        """The prologue as (its packed loads and what they need, the rest): a thread taking several
+        packs writes every pack's loads before any pack's folds and exchanges wait for them."""
         n = self.plan.lanes
         stmts = statements(body)
         hoisted = [s for s in stmts if isinstance(s, Let) and s.name in self.plan.hoisted]
@@ -566,7 +572,7 @@ class PackCode:
                 f"{t} {a.name}[{n}];" if target == a.name else f"{t} (&{a.name})[{n}] = {target};",
                 f"if ({self._when(cx, a.guard)}) {load}" if a.guard else load,
             ]
-        out += folds + [self._let(cx, s) for s in hoisted if s.name in late]
+        loaded, out = out, folds + [self._let(cx, s) for s in hoisted if s.name in late]
         for x in self.plan.exchanges:  # after the folds and the definitions they feed
             t = ctype(x.own.dtype)
             out += [
@@ -577,7 +583,7 @@ class PackCode:
                 f"lane_group_exchange<{x.across}, {x.offset}>({x.name}, {x.name_x});",
             ]
         out += [f"{ctype(a.buffer.dtype)} {a.name}[{n}];" for a in self.plan.stores]
-        return out
+        return loaded, out
 
     def _one_array_of_two_branches(self) -> dict[str, str]:
         """Loads of two buffers in the two branches of one pack-uniform condition (under the same
