@@ -401,7 +401,7 @@ def _grid(r: Realizer) -> list[Realization]:
         else:
             notes.append(f"cuda: no 16-byte packs along {last.var}: {plan}")
     min_ctas = r.grid_ctas if packs is not None and r.grid_ctas is not None else 0
-    thread_packs = _thread_packs(r.grid_packs, packs, notes) if packs is not None else 1
+    thread_packs = _thread_packs(r.grid_packs, packs) if packs is not None else 1
     return [
         Realization(
             "grid",
@@ -444,7 +444,7 @@ def _settle_thread_packs(r: Realization) -> None:
     )
 
 
-def _thread_packs(option: int | str, plan: PackPlan, notes: list[str]) -> int:
+def _thread_packs(option: int | str, plan: PackPlan) -> int:
     """The packs a thread of this packed grid takes under option grid_packs."""
     if option != "auto":
         return int(option)
