@@ -8,6 +8,11 @@ root=$(git rev-parse --show-toplevel)
 cd "$root"
 grep -qxF "/.whl/" .git/info/exclude 2>/dev/null || echo "/.whl/" >> .git/info/exclude
 mkdir -p .whl
+# One version of each: pip on the GPU machine refuses two. The versions come from .venv, synced to
+# uv.lock first (device-wheels.sh reads them there), so an earlier fill's others are dropped.
+uv sync -q --locked
+rm -f .whl/apache_tvm_ffi-*.whl .whl/nvidia_cutlass-*.whl .whl/pydantic-*.whl .whl/pydantic_core-*.whl \
+  .whl/annotated_types-*.whl .whl/typing_inspection-*.whl
 if [ -x ../shared/tools/device-wheels.sh ]; then
   ../shared/tools/device-wheels.sh >/dev/null
 else

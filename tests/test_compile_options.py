@@ -57,7 +57,7 @@ def test_every_declared_cuda_default_emits_what_absence_emits() -> None:
     """Each option of the planner and of cuda, given as its declared default, generates the same .cu."""
     defaults = _defaults("cuda")
     planner = {"vectorize", "reassociate", "gemm", "gemm_fusion"}
-    own = {"arch", "portable", "attention", "attention_warp_rows", "gemm_tile", "gemm_cluster",
+    own = {"arch", "portable", "fast_math", "attention", "attention_warp_rows", "gemm_tile", "gemm_cluster",
            "gemm_swizzle", "batch_launches", "grid_ctas_per_sm", "grid_packs"}
     assert set(defaults) == planner | own
 
@@ -90,8 +90,8 @@ def test_a_cuda_typo_is_refused_before_the_target_is_required() -> None:
         tilefoundry.compile(proj, target="cuda", options={"batch_launch": False})
     assert str(err.value) == (
         "cuda: unknown compile option 'batch_launch' (did you mean 'batch_launches'?); cuda accepts arch, "
-        "attention, attention_warp_rows, batch_launches, gemm, gemm_cluster, gemm_fusion, gemm_swizzle, "
-        "gemm_tile, grid_ctas_per_sm, grid_packs, portable, reassociate, vectorize "
+        "attention, attention_warp_rows, batch_launches, fast_math, gemm, gemm_cluster, gemm_fusion, "
+        "gemm_swizzle, gemm_tile, grid_ctas_per_sm, grid_packs, portable, reassociate, vectorize "
         "(options['batch_launch'])"
     )
 

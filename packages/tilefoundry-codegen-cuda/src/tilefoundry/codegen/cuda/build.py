@@ -1,6 +1,6 @@
 """Build generated CUDA C++ into a shared library with nvcc, against tvm-ffi and the runtime headers.
 
-    nvcc -std=c++17 --expt-relaxed-constexpr -DNDEBUG -O3 -DTILEFOUNDRY_TARGET_CUDA
+    nvcc -std=c++17 --expt-relaxed-constexpr -DNDEBUG -O3 -DTILEFOUNDRY_TARGET_CUDA [--use_fast_math]
          -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -shared
          -I<runtime> -isystem <cutlass> <tvm_ffi --cxxflags> module.cu -o module.so <--ldflags --libs>
 
@@ -28,7 +28,7 @@ from tilefoundry.ir.target import LinkedLibrary, Sources
 from tilefoundry.runtime import headers
 from tilefoundry.runtime.headers import cutlass_include_dir, runtime_include_dir
 
-from .options import PORTABLE
+from .options import FAST_MATH, PORTABLE
 from .probe import cuda_facts
 
 NAME = "cuda"
@@ -91,7 +91,8 @@ def nvcc() -> str:
 def compile_flags(arch: str, options: Mapping[str, Any]) -> tuple[str, ...]:
     """Every flag of one source's compile, in order."""
     includes = ("-I", str(runtime_include_dir()), "-isystem", str(cutlass_include_dir()))
-    return (*BASE_FLAGS, *arch_flags(arch, options), "--threads", "0", *includes, *tvm_ffi_flags()[0])
+    math = ("--use_fast_math",) if FAST_MATH.read(options) else ()
+    return (*BASE_FLAGS, *math, *arch_flags(arch, options), "--threads", "0", *includes, *tvm_ffi_flags()[0])
 
 
 def _run(cmd: list[str], what: str) -> None:

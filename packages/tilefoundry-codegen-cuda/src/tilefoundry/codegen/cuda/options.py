@@ -12,6 +12,13 @@ ARCH = Option(
 PORTABLE = Option(
     "portable", (False, True), False, "also build `sm_80` code, so one library runs on Ampere", NAME
 )
+FAST_MATH = Option(
+    "fast_math", (False, True), False,
+    "nvcc's --use_fast_math for the module: f32 tanh, exp, log, sin and cos by the GPU's approximate "
+    "instructions, division and square root approximate, f32 denormals flushed to zero (docs/cuda.md, "
+    "Precision) / IEEE f32 math, each function within CUDA's documented ulp bound (DESIGN §3)",
+    NAME,
+)
 ATTENTION = Option(
     "attention", ("auto", "loop", "atom"), "auto",
     "flash atom when proved / the lowering's nest / atom or `PlanError`",
@@ -72,6 +79,6 @@ GRID_PACKS = Option(
     NAME,
 )
 OPTIONS = (
-    ARCH, PORTABLE, ATTENTION, ATTENTION_WARP_ROWS, GEMM_TILE, GEMM_CLUSTER, GEMM_SWIZZLE, BATCH_LAUNCHES,
-    GRID_CTAS_PER_SM, GRID_PACKS,
+    ARCH, PORTABLE, FAST_MATH, ATTENTION, ATTENTION_WARP_ROWS, GEMM_TILE, GEMM_CLUSTER, GEMM_SWIZZLE,
+    BATCH_LAUNCHES, GRID_CTAS_PER_SM, GRID_PACKS,
 )
