@@ -6,7 +6,8 @@
   include paths key new entries, so a shared home cache would grow by every clone's builds.
   Precompiled runtime headers go to one directory for the whole session (unless
   TILEFOUNDRY_PCH_DIR is set), so the tests that make build caches of their own (cold builds,
-  tuning results) do not each precompile the same header again.
+  tuning results) do not each precompile the same header again; so do the cuda target's shared
+  side objects, the sm90 collectives (unless TILEFOUNDRY_CUDA_OBJECT_DIR is set).
 - The pinned CuTe/CUTLASS headers are filled before the first test (third_party/cutlass/fetch.py,
   idempotent), so `uv run pytest` alone works on a fresh clone; a machine that has the
   nvidia-cutlass wheel installed (the offline GPU machine) takes its headers from there instead.
@@ -40,7 +41,11 @@ def session_tmp_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session", autouse=True)
 def session_build_cache(session_tmp_path: Path) -> Iterator[None]:
     mp = pytest.MonkeyPatch()
-    for variable, name in (("TILEFOUNDRY_CACHE_DIR", "build-cache"), ("TILEFOUNDRY_PCH_DIR", "pch")):
+    for variable, name in (
+        ("TILEFOUNDRY_CACHE_DIR", "build-cache"),
+        ("TILEFOUNDRY_PCH_DIR", "pch"),
+        ("TILEFOUNDRY_CUDA_OBJECT_DIR", "cuda-objects"),
+    ):
         if not os.environ.get(variable):
             (session_tmp_path / name).mkdir(exist_ok=True)
             mp.setenv(variable, str(session_tmp_path / name))

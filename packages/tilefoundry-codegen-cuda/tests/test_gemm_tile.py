@@ -448,18 +448,38 @@ def test_the_slot_table_is_the_headers() -> None:
 
 def test_a_module_with_the_collective_builds_each_slot_in_a_source_of_its_own(sched) -> None:
     """`short_m_wide` (M = 128, N = 6144) may take the 64 x 96, 64 x 64 and 128 x 128 collectives:
-    its main source declares their Sm90Ops `extern template` and defines TILEFOUNDRY_SM90_SPLIT,
-    and each has a source that instantiates it under the module's variant macros."""
+    its main source declares their Sm90Ops `extern template`, defines TILEFOUNDRY_SM90_SPLIT and the
+    variant macros that pick them, and each has a source that instantiates it, naming no module and
+    carrying no variant macro (they pick slots and change no collective)."""
     files = module_sources(short_m_wide.name, (sched(short_m_wide),), arch_catalog("sm_90a"), {})
     main, *slots = files
     assert main == "short_m_wide.cu" and slots == [f"short_m_wide_sm90_{k}.cu" for k in (5, 6, 8)]
-    assert "#define TILEFOUNDRY_SM90_SPLIT 1\n" in files[main]
+    assert "#define TILEFOUNDRY_SM90_SPLIT 1\n" in files[main] and SMALL_WIDE in files[main]
     detail, element = "tilefoundry::atoms::detail", "tilefoundry::atoms::bf16"
     for k, name in zip((5, 6, 8), slots, strict=True):
         ops = f"{detail}::Sm90Ops<{detail}::Sm90SlotCollective<{k}, {element}, true>::type, {element}>;"
         assert f"extern template struct {ops}" in files[main]
         assert f"\ntemplate struct {ops}" in files[name]
-        assert SMALL_WIDE in files[name] and "TILEFOUNDRY_SM90_SPLIT" not in files[name]
+        assert SMALL_WIDE not in files[name] and "TILEFOUNDRY_SM90_SPLIT" not in files[name]
+        assert "short_m_wide" not in files[name]
+
+
+def test_modules_reaching_a_slot_write_the_same_source_for_it(sched) -> None:
+    """Slot 8 (the 128 x 128 collective) of a module with the 64 x 96 variant and of one with the
+    wide pair reads the same, so build.side_object compiles it once for both; a fixed tile or a
+    cluster option, which shape the collective, changes it."""
+    catalog = arch_catalog("sm_90a")
+
+    def slot_8(fn, options=None):
+        files = module_sources(fn.name, (sched(fn, options or {}),), catalog, options or {})
+        return files[f"{fn.name}_sm90_8.cu"], files[f"{fn.name}.cu"]
+
+    small, small_main = slot_8(short_m_wide)
+    pair, pair_main = slot_8(wide)
+    assert SMALL_WIDE in small_main and PAIR in pair_main
+    assert small == pair
+    assert slot_8(wide, {"gemm_tile": "128x256"})[0] != pair
+    assert slot_8(wide, {"gemm_cluster": "1x2"})[0] != pair
 
 
 def test_sources_join_into_at_most_one_unit_a_core() -> None:

@@ -10,14 +10,19 @@ code is built as sm_90a, never plain sm_90, which turns wgmma and setmaxnreg int
 where the atoms' runtime dispatch takes their portable tiers. Source files compile in parallel
 (one nvcc per file, `--threads` across the gencode targets) and link once; the on-disk build
 cache in front of this builder (`tilefoundry.runtime.jit`) keys on the source, the catalog and
-the toolchain facts, so an unchanged module is never rebuilt.
+the toolchain facts, so an unchanged module is never rebuilt, and the objects of side sources
+(the sm90 collectives' slot sources, which name no module) are shared between modules
+(`$TILEFOUNDRY_CUDA_OBJECT_DIR`, default `$TILEFOUNDRY_CACHE_DIR/objects/cuda`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import functools
+import hashlib
 import os
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +32,7 @@ from tilefoundry.ir.errors import TargetUnavailable
 from tilefoundry.ir.target import LinkedLibrary, Sources
 from tilefoundry.runtime import headers
 from tilefoundry.runtime.headers import cutlass_include_dir, runtime_include_dir
+from tilefoundry.runtime.jit import cache_root
 
 from .options import FAST_MATH, PORTABLE
 from .probe import cuda_facts
@@ -131,18 +137,68 @@ def unit_count() -> int:
 
 
 def translation_units(files: Mapping[str, str], count: int) -> dict[str, str]:
-    """The module's sources as at most `count` translation units, main first: source i joins unit
+    """The sources as at most `count` translation units, the first first: source i joins unit
     i mod `count`, appended to it (the code generator's sources may follow one another in one
-    unit). Each unit parses the runtime and CUTLASS headers (~11 s of nvcc) and builds its CUTLASS
-    collectives (~15-20 s each apart, less together), so the units only pay where they run side
-    by side."""
+    unit). Each unit parses the runtime and CUTLASS headers and builds its CUTLASS collectives
+    (on 2 cores a module of five collectives took 108 s as one unit, 246 s as six), so units
+    only pay where they run side by side."""
     names = list(files)
     count = max(1, min(count, len(names)))
     return {names[u]: "\n".join(files[n] for n in names[u::count]) for u in range(count)}
 
 
+OBJECT_DIR_VARIABLE = "TILEFOUNDRY_CUDA_OBJECT_DIR"
+
+
+def object_root() -> Path:
+    """Where the objects of side sources go: $TILEFOUNDRY_CUDA_OBJECT_DIR, else the build cache's
+    `objects/cuda`."""
+    root = os.environ.get(OBJECT_DIR_VARIABLE)
+    return Path(root) if root else cache_root() / "objects" / NAME
+
+
+def object_key(flags: tuple[str, ...], text: str) -> str:
+    """The key of a side source's object: nvcc's version, every compile flag and the source."""
+    text = "\n".join([cuda_facts().nvcc_version, *flags, text])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def side_object_path(flags: tuple[str, ...], text: str) -> Path:
+    """Where the shared object of a side source with `text` under `flags` lies (or will)."""
+    return object_root() / f"{object_key(flags, text)}.o"
+
+
+def side_object(compiler: str, flags: tuple[str, ...], src: Path) -> Path:
+    """The object of side source `src`, compiled once for every module and build cache that has the
+    same text under the same flags (an sm90 collective's slot source reads the same in each
+    module that reaches it). A lock makes a second builder of the key wait for the first."""
+    obj = side_object_path(flags, src.read_text())
+    if obj.is_file():
+        return obj
+    obj.parent.mkdir(parents=True, exist_ok=True)
+    with open(obj.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not obj.is_file():
+            fd, tmp = tempfile.mkstemp(suffix=".o", dir=obj.parent)
+            os.close(fd)
+            try:
+                _run([compiler, *flags, "-c", str(src), "-o", tmp], str(src))
+                os.replace(tmp, obj)  # atomic: a reader without the lock sees the whole object or none
+            finally:
+                Path(tmp).unlink(missing_ok=True)
+    return obj
+
+
 def build(sources: Sources, options: Mapping[str, Any], cache_dir: Path, arch: str) -> LinkedLibrary:
     """The `tilefoundry_builder` hook body: one `.so` from the module's `.cu` files.
+
+    The first source is the module's own; the others are side sources (the sm90 collectives' slot
+    sources, which name no module), whose objects are shared between modules (side_object): the
+    bench's GEMM modules reach 11 distinct collectives 61 times, at ~20-30 s of nvcc each. A side
+    object already built is linked as it is. Where the build may compile every other source side by
+    side (unit_count), each is a unit of its own and the side objects are kept for later modules;
+    else they join the main source's units as before (translation_units), since a split would only
+    add header parses on the same cores.
 
     Args:
         arch: the catalog arch the sources were generated for.
@@ -154,20 +210,31 @@ def build(sources: Sources, options: Mapping[str, Any], cache_dir: Path, arch: s
     cache_dir.mkdir(parents=True, exist_ok=True)
     compiler = nvcc()
     flags = compile_flags(arch, options)
-    jobs = []
-    for name, text in translation_units(sources.files, unit_count()).items():
+    main, *side = sources.files
+    shared = {n: side_object_path(flags, sources.files[n]) for n in side}
+    built = [o for o in shared.values() if o.is_file()]
+    own = {n: sources.files[n] for n in (main, *(n for n, o in shared.items() if not o.is_file()))}
+    lanes = unit_count()
+    split = len(own) <= lanes
+    units = own if split else translation_units(own, lanes)
+    for name, text in units.items():
+        (cache_dir / name).write_text(text)
+
+    def compile_unit(name: str) -> Path:
         src = cache_dir / name
-        src.write_text(text)
-        jobs.append((src, src.with_suffix(".o")))
-    workers = len(jobs)
-    with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(lambda j: _run([compiler, *flags, "-c", str(j[0]), "-o", str(j[1])], str(j[0])), jobs))
-    lib = cache_dir / f"{Path(next(iter(sources.files))).stem}.so"
+        if split and name != main:
+            return side_object(compiler, flags, src)
+        _run([compiler, *flags, "-c", str(src), "-o", str(src.with_suffix(".o"))], str(src))
+        return src.with_suffix(".o")
+
+    with ThreadPoolExecutor(len(units)) as pool:
+        objects = [*pool.map(compile_unit, units), *built]
+    lib = cache_dir / f"{Path(main).stem}.so"
     link = [
         compiler,
         *arch_flags(arch, options),
         "-shared",
-        *(str(o) for _, o in jobs),
+        *(str(o) for o in objects),
         "-o",
         str(lib),
         *tvm_ffi_flags()[1],
