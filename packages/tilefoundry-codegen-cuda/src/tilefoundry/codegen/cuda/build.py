@@ -137,7 +137,7 @@ def unit_count() -> int:
 
 
 def translation_units(files: Mapping[str, str], count: int) -> dict[str, str]:
-    """The sources as at most `count` translation units, the first first: source i joins unit
+    """The sources as at most `count` translation units, main first: source i joins unit
     i mod `count`, appended to it (the code generator's sources may follow one another in one
     unit). Each unit parses the runtime and CUTLASS headers and builds its CUTLASS collectives
     (on 2 cores a module of five collectives took 108 s as one unit, 246 s as six), so units
@@ -211,9 +211,10 @@ def build(sources: Sources, options: Mapping[str, Any], cache_dir: Path, arch: s
     compiler = nvcc()
     flags = compile_flags(arch, options)
     main, *side = sources.files
-    shared = {n: side_object_path(flags, sources.files[n]) for n in side}
-    built = [o for o in shared.values() if o.is_file()]
-    own = {n: sources.files[n] for n in (main, *(n for n, o in shared.items() if not o.is_file()))}
+    # Looked up once: an object another builder finishes meanwhile is then compiled here too,
+    # never left out of the link.
+    kept = {n: o for n in side if (o := side_object_path(flags, sources.files[n])).is_file()}
+    own = {n: sources.files[n] for n in (main, *(n for n in side if n not in kept))}
     lanes = unit_count()
     split = len(own) <= lanes
     units = own if split else translation_units(own, lanes)
@@ -228,7 +229,7 @@ def build(sources: Sources, options: Mapping[str, Any], cache_dir: Path, arch: s
         return src.with_suffix(".o")
 
     with ThreadPoolExecutor(len(units)) as pool:
-        objects = [*pool.map(compile_unit, units), *built]
+        objects = [*pool.map(compile_unit, units), *kept.values()]
     lib = cache_dir / f"{Path(main).stem}.so"
     link = [
         compiler,
