@@ -220,6 +220,23 @@ def misaligned(t: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def exact_math(x: torch.Tensor, p: torch.Tensor, u: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The exact (f64) values the precision tests hold compiled f32 math to: exp and exp2 of `x`,
+    log and log2 of `p`, tanh, sigmoid, softplus and gelu of `u`."""
+    xd, pd, ud = x.double(), p.double(), u.double()
+    F = torch.nn.functional
+    return {
+        "exp": xd.exp(),
+        "exp2": torch.exp2(xd),
+        "log": pd.log(),
+        "log2": pd.log2(),
+        "tanh": ud.tanh(),
+        "sigmoid": torch.sigmoid(ud),
+        "softplus": F.softplus(ud),
+        "gelu": F.gelu(ud),
+    }
+
+
 def require_nvcc() -> None:
     """Skip the calling test or fixture when the cuda target cannot compile here, saying why."""
     if not get_target("cuda").availability.can_compile:
