@@ -490,12 +490,14 @@ def test_a_silent_measuring_process_is_killed(
     """A child that sends nothing within --case-timeout-s is killed, and the run says why.
 
     Without --cache-dir the run builds into a fresh directory, removes it afterwards and gives the
-    caller back its TILEFOUNDRY_CACHE_DIR.
+    caller back its TILEFOUNDRY_CACHE_DIR and the shared directories it pointed into it.
     """
     temp = tmp_path / "temp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    monkeypatch.setenv("TILEFOUNDRY_CACHE_DIR", str(tmp_path / "callers-cache"))
+    callers = {name: str(tmp_path / f"callers-{sub}") for name, sub in run.CACHE_VARIABLES}
+    for name, value in callers.items():
+        monkeypatch.setenv(name, value)
     status = run.main(
         [
             "--tiny",
@@ -520,7 +522,27 @@ def test_a_silent_measuring_process_is_killed(
     )
     assert not list(tmp_path.glob("gpu-*"))
     assert not list(temp.iterdir())
-    assert os.environ["TILEFOUNDRY_CACHE_DIR"] == str(tmp_path / "callers-cache")
+    assert {name: os.environ[name] for name in callers} == callers
+
+
+def test_a_runs_cache_holds_the_directories_builds_share(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Precompiled headers and the cuda target's shared objects go under the run's cache while it
+    lasts, wherever the caller points them, so a cold build compiles every collective itself."""
+    monkeypatch.setenv("TILEFOUNDRY_PCH_DIR", str(tmp_path / "elsewhere-pch"))
+    monkeypatch.delenv("TILEFOUNDRY_CUDA_OBJECT_DIR", raising=False)
+    with run._build_cache(tmp_path / "run") as cache:
+        inside = {name: os.environ[name] for name, _ in run.CACHE_VARIABLES}
+    root = (tmp_path / "run").resolve()
+    assert cache == tmp_path / "run"
+    assert inside == {
+        "TILEFOUNDRY_CACHE_DIR": str(root),
+        "TILEFOUNDRY_PCH_DIR": str(root / "pch"),
+        "TILEFOUNDRY_CUDA_OBJECT_DIR": str(root / "objects" / "cuda"),
+    }
+    assert os.environ["TILEFOUNDRY_PCH_DIR"] == str(tmp_path / "elsewhere-pch")
+    assert "TILEFOUNDRY_CUDA_OBJECT_DIR" not in os.environ
 
 
 @pytest.mark.parametrize("sweep", ["bf16_round_sweep", "elementwise_sweep"])

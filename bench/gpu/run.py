@@ -251,24 +251,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _bench(args, plan, cases, cache)
 
 
+# The run's cache and the directories builds share across caches, under it: a cold build is cold
+# even where the caller points these variables elsewhere, and the run's builds still share them.
+CACHE_VARIABLES = (
+    ("TILEFOUNDRY_CACHE_DIR", "."),
+    ("TILEFOUNDRY_PCH_DIR", "pch"),
+    ("TILEFOUNDRY_CUDA_OBJECT_DIR", "objects/cuda"),
+)
+
+
 @contextlib.contextmanager
 def _build_cache(given: Path | None) -> Iterator[Path]:
-    """The run's TILEFOUNDRY_CACHE_DIR: `given`, or a fresh directory (cold builds) removed afterwards.
+    """The run's TILEFOUNDRY_CACHE_DIR: `given`, or a fresh directory (cold builds) removed afterwards,
+    with the precompiled headers and the cuda target's shared objects (CACHE_VARIABLES) inside it.
 
-    The variable is restored on exit, so a caller in the same process (a test) keeps its own cache.
+    The variables are restored on exit, so a caller in the same process (a test) keeps its own cache.
     """
-    before = os.environ.get("TILEFOUNDRY_CACHE_DIR")
+    before = {name: os.environ.get(name) for name, _ in CACHE_VARIABLES}
     with contextlib.ExitStack() as stack:
         if given is None:
             given = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tilefoundry-bench-gpu-")))
-        os.environ["TILEFOUNDRY_CACHE_DIR"] = str(given)
+        for name, sub in CACHE_VARIABLES:
+            os.environ[name] = str((given / sub).resolve())
         try:
             yield given
         finally:
-            if before is None:
-                os.environ.pop("TILEFOUNDRY_CACHE_DIR", None)
-            else:
-                os.environ["TILEFOUNDRY_CACHE_DIR"] = before
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+
+def _shared_objects(cache: Path) -> int:
+    """The cuda target's shared objects (sm90 collectives, each compiled once) in the run's cache."""
+    return len(list((cache / "objects" / "cuda").glob("*.o")))
 
 
 def _bench(args: argparse.Namespace, plan: str, cases: Sequence[Case], cache: Path) -> int:
@@ -281,7 +298,7 @@ def _bench(args: argparse.Namespace, plan: str, cases: Sequence[Case], cache: Pa
         compile_wall = builds.prebuild(cases, args.jobs, start + COMPILE_SHARE * args.budget_s)
         print(
             f"bench.gpu: cold builds of {len({c.kernel for c in cases})} kernels in {compile_wall:.1f} s "
-            f"({args.jobs} jobs)",
+            f"({args.jobs} jobs; {_shared_objects(cache)} shared cuda objects in the cache)",
             file=sys.stderr,
             flush=True,
         )
@@ -313,6 +330,7 @@ def _bench(args: argparse.Namespace, plan: str, cases: Sequence[Case], cache: Pa
         "timing": asdict(settings.timing),
         "jobs": args.jobs,
         "cold_build_wall_s": compile_wall,
+        "cuda_shared_objects": _shared_objects(cache),
         "cache_dir": str(args.cache_dir) if args.cache_dir else f"{cache} (fresh, removed after the run)",
         "seed": args.seed,
         "options": builds.options,
