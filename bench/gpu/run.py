@@ -285,7 +285,7 @@ def _build_cache(given: Path | None) -> Iterator[Path]:
 
 def _shared_objects(cache: Path) -> int:
     """The cuda target's shared objects (sm90 collectives, each compiled once) in the run's cache."""
-    return len(list((cache / "objects" / "cuda").glob("*.o")))
+    return len(list((cache / dict(CACHE_VARIABLES)["TILEFOUNDRY_CUDA_OBJECT_DIR"]).glob("*.o")))
 
 
 def _bench(args: argparse.Namespace, plan: str, cases: Sequence[Case], cache: Path) -> int:
