@@ -12,7 +12,6 @@ more) while fast math holds the approximations' bounds.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -56,27 +55,6 @@ def _inputs(device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return x.to(device), p.to(device), u.to(device)
 
 
-def _ptx(fn, options: dict[str, object], tmp_path: Path) -> str:
-    """The PTX of `fn`'s translation unit compiled with the build's own flags, for one virtual arch."""
-    from tilefoundry.codegen.cuda.build import compile_flags, nvcc
-
-    flags = list(compile_flags("sm_90a", options))
-    at = flags.index("-gencode")
-    del flags[at : at + 2]
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    src, ptx = tmp_path / f"{fn.name}.cu", tmp_path / f"{fn.name}.ptx"
-    src.write_text(cat.cuda_source(fn, options))
-    done = subprocess.run(
-        [nvcc(), *flags, "-arch=compute_90a", "-ptx", str(src), "-o", str(ptx)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return ptx.read_text()
-
-
 def test_fast_math_is_off_by_default_and_reaches_nvcc_when_asked() -> None:
     from tilefoundry.codegen.cuda.build import compile_flags
 
@@ -92,8 +70,8 @@ def test_fast_math_refuses_a_value_it_does_not_offer() -> None:
 def test_fast_math_builds_tanh_from_the_approximate_instruction(tmp_path: Path) -> None:
     """The option changes the code, not only a flag: tanh.approx.f32 with it, never without."""
     cat.require_nvcc()
-    assert "tanh.approx.f32" in _ptx(gelu_chain, {"fast_math": True}, tmp_path / "fast")
-    assert "tanh.approx" not in _ptx(gelu_chain, {}, tmp_path / "ieee")
+    assert "tanh.approx.f32" in cat.cuda_ptx(gelu_chain, {"fast_math": True}, tmp_path / "fast")
+    assert "tanh.approx" not in cat.cuda_ptx(gelu_chain, {}, tmp_path / "ieee")
 
 
 @pytest.mark.gpu

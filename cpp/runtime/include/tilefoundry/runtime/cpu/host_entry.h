@@ -120,6 +120,24 @@ inline T min_nan(T a, T b) {
   }
 }
 
+// Two 16-bit floats combined and rounded once to their type (the printer's add_rn / sub_rn /
+// mul_rn; the CUDA runtime computes them in one 16-bit instruction).
+template <class T>
+inline T add_rn(T a, T b) {
+  static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, f16>, "add_rn takes two bf16 or two f16 values");
+  return cast<T>(to_f32(a) + to_f32(b));
+}
+template <class T>
+inline T sub_rn(T a, T b) {
+  static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, f16>, "sub_rn takes two bf16 or two f16 values");
+  return cast<T>(to_f32(a) - to_f32(b));
+}
+template <class T>
+inline T mul_rn(T a, T b) {
+  static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, f16>, "mul_rn takes two bf16 or two f16 values");
+  return cast<T>(to_f32(a) * to_f32(b));
+}
+
 template <class T>
 inline T ipow(T base, T exp) {
   T out = 1;

@@ -1,11 +1,19 @@
 """C++ text of TileIR scalar expressions, types and literals, shared by the C++ targets (cpu, cuda).
 
 Each target's runtime provides the names used here with the same meaning: the storage types
-`bf16`/`f16`, `cast<T>`, `max_nan`/`min_nan`, `ipow`, `sigmoid`, `rsqrt`.
+`bf16`/`f16`, `cast<T>`, `max_nan`/`min_nan`, `ipow`, `sigmoid`, `rsqrt`, and `add_rn`/`sub_rn`/
+`mul_rn` (two 16-bit floats added, subtracted or multiplied, rounded once to their type).
 
 Bin("max", x, y, f32)          -> max_nan(x, y)
 Cast(Load(x_bf16, (i,)), f32)  -> cast<float>(x[i])
 Const(inf, f32)                -> std::numeric_limits<float>::infinity()
+Cast(Bin("mul", Cast(a_bf16, f32), Cast(b_bf16, f32), f32), bf16)  -> mul_rn(a, b)
+
+The last form is the same value: the f32 sum, difference or product of two 16-bit floats either
+is exact (a product's 22 significant bits at most; a sum whose exponents differ by 12 or less) or
+lies far closer to the larger operand than any rounding boundary of the 16-bit type, so rounding it
+to f32 first never moves the 16-bit result. GPUs compute it in one 16-bit instruction (a pair of
+them in one `HADD2`/`HFMA2`) instead of two conversions, the f32 operation and a rounding.
 """
 
 from __future__ import annotations
@@ -49,6 +57,9 @@ _INFIX = {
     "or": "||",
     "xor": "!=",
 }
+
+# 16-bit float operations whose once-rounded result equals rounding the f32 result (see above).
+_ROUNDED_16 = {"add": "add_rn", "sub": "sub_rn", "mul": "mul_rn"}
 
 _UNARY = {
     "exp": "std::exp",
@@ -118,7 +129,7 @@ class CExpr:
         if isinstance(e, Load):
             return f"{cname(e.buffer)}[{self.linear(e.buffer.shape, e.index)}]"
         if isinstance(e, Cast):
-            return f"cast<{ctype(e.dtype)}>({self(e.a)})"
+            return self.cast(e)
         if isinstance(e, Select):
             return f"({self(e.cond)} ? {self(e.a)} : {self(e.b)})"
         if isinstance(e, Un):
@@ -127,6 +138,23 @@ class CExpr:
             return self.fold(e)
         assert isinstance(e, Bin)
         return self.binary(e)
+
+    def cast(self, e: Cast) -> str:
+        """A conversion; a 16-bit add, sub or mul computed in a wider float and rounded back is
+        printed as the 16-bit operation itself (the module docstring says why it is exact)."""
+        inner = e.a
+        if (
+            e.dtype.is_float
+            and e.dtype.bits == 16
+            and isinstance(inner, Bin)
+            and inner.op in _ROUNDED_16
+            and inner.dtype.is_float
+            and inner.dtype.bits >= 32
+            and all(isinstance(x, Cast) and x.a.dtype == e.dtype for x in (inner.a, inner.b))
+        ):
+            a, b = (x.a for x in (inner.a, inner.b))  # type: ignore[attr-defined]
+            return f"{_ROUNDED_16[inner.op]}({self(a)}, {self(b)})"
+        return f"cast<{ctype(e.dtype)}>({self(e.a)})"
 
     def fold(self, e: Fold) -> str:
         """A Fold as an immediately invoked lambda: a loop in the reading thread."""

@@ -1,0 +1,48 @@
+"""cexpr.py: the C++ text of TileIR expressions, shared by the cpu and cuda targets."""
+
+from __future__ import annotations
+
+import pytest
+
+from tilefoundry.ir.dtypes import bf16, f16, f32, f64, i32
+from tilefoundry.ir.tile.cexpr import CExpr
+from tilefoundry.ir.tile.expr import Bin, Cast, Const, Un, Var
+
+cx = CExpr({})
+
+
+def _rounded(op: str, a, b, wide=f32, to=None):
+    """`op` of a and b computed in `wide` and cast to `to` (the operands' dtype by default)."""
+    to = to or a.dtype
+    return Cast(Bin(op, Cast(a, wide), Cast(b, wide), wide), to)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul"])
+@pytest.mark.parametrize("half", [bf16, f16])
+@pytest.mark.parametrize("wide", [f32, f64])
+def test_a_16_bit_add_sub_or_mul_rounded_back_prints_as_the_16_bit_operation(op, half, wide) -> None:
+    text = cx(_rounded(op, Var("a", half), Var("b", half), wide))
+    assert text == f"{op}_rn(a, b)"
+
+
+def test_rounded_operations_nest_and_keep_their_16_bit_operands() -> None:
+    """gelu_chain's tail: (g * y) - x, each rounded, where g is itself a rounded f32 value."""
+    g = Cast(Un("tanh", Var("v", f32), f32), bf16)
+    text = cx(_rounded("sub", _rounded("mul", g, Var("y", bf16)), Var("x", bf16)))
+    assert text == "sub_rn(mul_rn(cast<bf16>(std::tanh(v)), y), x)"
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        _rounded("div", Var("a", bf16), Var("b", bf16)),  # a quotient is not exact in f32
+        _rounded("mul", Var("a", bf16), Var("b", f16), to=bf16),  # operands of two dtypes
+        _rounded("add", Var("a", f16), Var("b", f16), to=bf16),  # rounded to another 16-bit type
+        _rounded("mul", Var("a", bf16), Var("b", bf16), to=f32),  # not rounded to 16 bits
+        _rounded("add", Var("a", i32), Var("b", i32), to=f16),  # integers widened to f32
+        Cast(Bin("mul", Cast(Var("a", bf16), f32), Const(1.702, f32), f32), bf16),  # an f32 constant
+        Cast(Bin("max", Cast(Var("a", bf16), f32), Cast(Var("b", bf16), f32), f32), bf16),
+    ],
+)
+def test_other_conversions_stay_casts(expr) -> None:
+    assert cx(expr).startswith("cast<"), cx(expr)
