@@ -55,6 +55,17 @@ __device__ inline __nv_bfloat16 native16(bf16 v) { return __ushort_as_bfloat16(v
 __device__ inline __half native16(f16 v) { return __ushort_as_half(v.raw()); }
 __device__ inline bf16 from_native16(__nv_bfloat16 v) { return bf16::bitcast(__bfloat16_as_ushort(v)); }
 __device__ inline f16 from_native16(__half v) { return f16::bitcast(__half_as_ushort(v)); }
+
+/// `native(a, b)` on the GPU (a CUDA `_rn` intrinsic), else `wide` in f32 rounded back: one value.
+template <class T, class Native, class Wide>
+__host__ __device__ inline T rounded16(T a, T b, Native native, Wide wide) {
+  static_assert(is_half_v<T>, "add_rn / sub_rn / mul_rn take two bf16 or two f16 values");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return from_native16(native(native16(a), native16(b)));
+#else
+  return cast<T>(wide(cast<float>(a), cast<float>(b)));
+#endif
+}
 }  // namespace detail
 
 // add_rn / sub_rn / mul_rn: two 16-bit floats combined and rounded once to their type, the value
@@ -63,30 +74,18 @@ __device__ inline f16 from_native16(__half v) { return f16::bitcast(__half_as_us
 // 268 instead of 336 SASS instructions. The `_rn` intrinsics are never contracted into an FMA.
 template <class T>
 __host__ __device__ inline T add_rn(T a, T b) {
-  static_assert(is_half_v<T>, "add_rn takes two bf16 or two f16 values");
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  return detail::from_native16(__hadd_rn(detail::native16(a), detail::native16(b)));
-#else
-  return cast<T>(cast<float>(a) + cast<float>(b));
-#endif
+  return detail::rounded16(
+      a, b, [](auto x, auto y) { return __hadd_rn(x, y); }, [](float x, float y) { return x + y; });
 }
 template <class T>
 __host__ __device__ inline T sub_rn(T a, T b) {
-  static_assert(is_half_v<T>, "sub_rn takes two bf16 or two f16 values");
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  return detail::from_native16(__hsub_rn(detail::native16(a), detail::native16(b)));
-#else
-  return cast<T>(cast<float>(a) - cast<float>(b));
-#endif
+  return detail::rounded16(
+      a, b, [](auto x, auto y) { return __hsub_rn(x, y); }, [](float x, float y) { return x - y; });
 }
 template <class T>
 __host__ __device__ inline T mul_rn(T a, T b) {
-  static_assert(is_half_v<T>, "mul_rn takes two bf16 or two f16 values");
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  return detail::from_native16(__hmul_rn(detail::native16(a), detail::native16(b)));
-#else
-  return cast<T>(cast<float>(a) * cast<float>(b));
-#endif
+  return detail::rounded16(
+      a, b, [](auto x, auto y) { return __hmul_rn(x, y); }, [](float x, float y) { return x * y; });
 }
 
 /// NaN-propagating maximum (torch.maximum / amax semantics). An f32 pair on sm_80 or later is
