@@ -58,14 +58,15 @@ def test_a_row_kernel_that_is_no_row_scale_does_not_fold(sched) -> None:
 
 
 def test_the_folded_functor_packs_x_and_g_and_the_host_folds_only_aligned_rows(cuda_source) -> None:
-    """The functor loads a 16-byte pack of x and of g, rounds x * g into a_ and adds x^2 into its
-    sum; its scale is rsqrt(sum / 64 + eps). The host folds only where both bases are aligned."""
+    """The functor loads a 16-byte pack of x and of g, rounds x * g into a_ (one 16-bit multiply,
+    cexpr.py's mul_rn) and adds x^2 into its sum; its scale is rsqrt(sum / 64 + eps). The host
+    folds only where both bases are aligned."""
     source = cuda_source(rms_linear, {"gemm_fusion": "all"})
     functor = source[source.index("struct rms_linear__k0_rms_norm_prologue {") :]
     functor = functor[: functor.index("\n};\n")]
     assert "static constexpr int kFolds = 1;" in functor
     assert "load_pack<8>(b_x + (i0) * int64_t(64LL) + jb_, gl0_);" in functor
-    assert "gs0_[l_] = cast<bf16>((cast<float>(gl0_[l_]) * cast<float>(gl1_[l_])));" in functor
+    assert "gs0_[l_] = mul_rn(gl0_[l_], gl1_[l_]);" in functor
     assert "q0_ = (q0_ + (cast<float>(gl0_[l_]) * cast<float>(gl0_[l_])));" in functor
     assert "return rsqrt(((f_[0] / 64.0f) + 1e-06f));" in functor
     assert (
