@@ -124,17 +124,20 @@ inline T min_nan(T a, T b) {
 // mul_rn; the CUDA runtime computes them in one 16-bit instruction).
 template <class T>
 inline T add_rn(T a, T b) {
-  static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, f16>, "add_rn takes two bf16 or two f16 values");
+  static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, f16>,
+                "add_rn takes two bf16 or two f16 values");
   return cast<T>(to_f32(a) + to_f32(b));
 }
 template <class T>
 inline T sub_rn(T a, T b) {
-  static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, f16>, "sub_rn takes two bf16 or two f16 values");
+  static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, f16>,
+                "sub_rn takes two bf16 or two f16 values");
   return cast<T>(to_f32(a) - to_f32(b));
 }
 template <class T>
 inline T mul_rn(T a, T b) {
-  static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, f16>, "mul_rn takes two bf16 or two f16 values");
+  static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, f16>,
+                "mul_rn takes two bf16 or two f16 values");
   return cast<T>(to_f32(a) * to_f32(b));
 }
 

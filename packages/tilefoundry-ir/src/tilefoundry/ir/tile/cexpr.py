@@ -13,7 +13,7 @@ The last form is the same value: the f32 sum, difference or product of two 16-bi
 is exact (a product's 22 significant bits at most; a sum whose exponents differ by 12 or less) or
 lies far closer to the larger operand than any rounding boundary of the 16-bit type, so rounding it
 to f32 first never moves the 16-bit result. GPUs compute it in one 16-bit instruction (a pair of
-them in one `HADD2`/`HFMA2`) instead of two conversions, the f32 operation and a rounding.
+them in one `HADD2` / `HMUL2`) instead of two conversions, the f32 operation and a rounding.
 """
 
 from __future__ import annotations
