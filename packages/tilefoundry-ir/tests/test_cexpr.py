@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import pytest
+import torch
 
 from tilefoundry.ir.dtypes import bf16, f16, f32, f64, i32
 from tilefoundry.ir.tile.cexpr import CExpr
@@ -46,3 +50,45 @@ def test_rounded_operations_nest_and_keep_their_16_bit_operands() -> None:
 )
 def test_other_conversions_stay_casts(expr) -> None:
     assert cx(expr).startswith("cast<"), cx(expr)
+
+
+# The form's premise, checked exactly: for two 16-bit floats, rounding the f32 sum, difference or
+# product to 16 bits gives the correctly rounded 16-bit result (what a 16-bit instruction computes).
+FORMATS = {torch.bfloat16: (8, -126, 127), torch.float16: (11, -14, 15)}  # significand bits, exponents
+
+
+def _round_nearest_even(x: Fraction, bits: int, emin: int, emax: int) -> float:
+    """`x` correctly rounded to a binary format (subnormals and overflow to infinity included)."""
+    if x == 0:
+        return 0.0
+    mag = abs(x)
+    e = mag.numerator.bit_length() - mag.denominator.bit_length()  # 2^e <= mag < 2^(e+2)
+    if Fraction(2) ** e > mag:
+        e -= 1
+    ulp = Fraction(2) ** (max(e, emin) - (bits - 1))
+    q, r = divmod(mag, ulp)
+    if r * 2 > ulp or (r * 2 == ulp and q % 2 == 1):
+        q += 1
+    out = q * ulp
+    if out >= Fraction(2) ** (emax + 1):
+        return math.copysign(math.inf, x)
+    return math.copysign(float(out), x)
+
+
+@pytest.mark.parametrize("dtype", list(FORMATS), ids=["bf16", "f16"])
+def test_rounding_the_f32_result_is_the_correctly_rounded_16_bit_result(dtype) -> None:
+    g = torch.Generator().manual_seed(11)
+    bits = torch.randint(-(1 << 15), 1 << 15, (2, 3000), generator=g, dtype=torch.int16)
+    a, b = bits.view(dtype)
+    keep = a.isfinite() & b.isfinite()
+    a, b = a[keep], b[keep]
+    ops = {
+        "add": (torch.add, Fraction.__add__),
+        "sub": (torch.sub, Fraction.__sub__),
+        "mul": (torch.mul, Fraction.__mul__),
+    }
+    for name, (wide, exact) in ops.items():
+        via_f32 = wide(a.float(), b.float()).to(dtype).tolist()
+        for x, y, got in zip(a.tolist(), b.tolist(), via_f32, strict=True):
+            want = _round_nearest_even(exact(Fraction(x), Fraction(y)), *FORMATS[dtype])
+            assert got == want, f"{name}({x!r}, {y!r}): via f32 {got!r}, correctly rounded {want!r}"
