@@ -37,7 +37,7 @@ def chain_f16(a: Tensor[(M,), f16], b: Tensor[(M,), f16], c: Tensor[(M,), f16]):
     return (a * b + c) - b * c, a * a - c
 
 
-def _every_bit_pattern(dtype: torch.dtype, n: int, seed: int) -> list[torch.Tensor]:
+def _random_bit_patterns(dtype: torch.dtype, n: int, seed: int) -> list[torch.Tensor]:
     """Three tensors of random 16-bit patterns: every exponent, subnormals, infinities, NaNs."""
     g = torch.Generator().manual_seed(seed)
     bits = (torch.randint(-(1 << 15), 1 << 15, (n,), generator=g, dtype=torch.int16) for _ in range(3))
@@ -68,7 +68,7 @@ def test_the_default_build_computes_16_bit_chains_in_16_bit_instructions(tmp_pat
 @pytest.mark.parametrize("fn", [chain_bf16, chain_f16], ids=["bf16", "f16"])
 def test_cpu_target_gives_the_evaluators_bits(fn) -> None:
     dtype = torch.bfloat16 if fn is chain_bf16 else torch.float16
-    args = _every_bit_pattern(dtype, 1 << 14, seed=3)
+    args = _random_bit_patterns(dtype, 1 << 14, seed=3)
     compiled = tilefoundry.jit(fn, target="cpu")
     for got, want in zip(compiled(*args), fn(*args), strict=True):
         _assert_same_bits(got, want)
@@ -81,6 +81,6 @@ def test_cuda_target_gives_the_evaluators_bits_on_gpu(fn) -> None:
     dtype = torch.bfloat16 if fn is chain_bf16 else torch.float16
     compiled = tilefoundry.jit(fn, target="cuda")
     for n in (1 << 20, (1 << 20) - 3):
-        args = [t.cuda() for t in _every_bit_pattern(dtype, n, seed=n)]
+        args = [t.cuda() for t in _random_bit_patterns(dtype, n, seed=n)]
         for got, want in zip(compiled(*args), fn(*args), strict=True):
             _assert_same_bits(got, want)
