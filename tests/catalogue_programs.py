@@ -255,22 +255,13 @@ def cuda_source(fn: Function, options: Mapping[str, object]) -> str:
 
 def cuda_ptx(fn: Function, options: Mapping[str, object], tmp_path: Path) -> str:
     """The PTX of `fn`'s translation unit compiled with the build's own flags, for one virtual arch."""
-    from tilefoundry.codegen.cuda.build import compile_flags, nvcc
+    from tilefoundry.codegen.cuda.build import compile_flags
 
     flags = list(compile_flags("sm_90a", options))
     at = flags.index("-gencode")
     del flags[at : at + 2]
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    src, ptx = tmp_path / f"{fn.name}.cu", tmp_path / f"{fn.name}.ptx"
-    src.write_text(cuda_source(fn, options))
-    done = subprocess.run(
-        [nvcc(), *flags, "-arch=compute_90a", "-ptx", str(src), "-o", str(ptx)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    ptx = tmp_path / f"{fn.name}.ptx"
+    nvcc_compile(cuda_source(fn, options), ptx, *flags, "-arch=compute_90a", "-ptx")
     return ptx.read_text()
 
 
