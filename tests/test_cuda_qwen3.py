@@ -10,6 +10,7 @@ import torch
 
 import tilefoundry
 from tilefoundry.check import allclose, check, rel_l2
+from tilefoundry.codegen.cuda.resources import kernel_resources
 from tilefoundry.ir.target import get_target
 from tilefoundry.runtime import DictResource
 
@@ -36,6 +37,16 @@ def test_qwen3_layer_twin_builds_for_cuda(layer_twin) -> None:
         "Compiled_self_attn",
         "Compiled_mlp",
     ]
+
+
+def test_qwen3_layer_kernels_keep_their_values_in_registers(layer_twin) -> None:
+    """Every kernel ptxas built for the layer's two libraries, generated or from the runtime's
+    atoms, holds its values in registers: a spill to local memory would cost each step of a decode
+    loop that the bench only shows on a GPU (resources.py reads ptxas's report)."""
+    kernels = kernel_resources(layer_twin)
+    assert any(k.identifier.startswith("attention__") for k in kernels)
+    assert any(k.identifier.startswith("mlp__") for k in kernels)
+    assert [k.name for k in kernels if k.spills] == []
 
 
 @pytest.mark.gpu

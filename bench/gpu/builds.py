@@ -12,10 +12,13 @@ header states. `get` then builds again in this process: that time is the cache h
 kernel that failed to build keeps its error; no later case retries it.
 """
 
+import contextlib
 import multiprocessing
 import os
+import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import tilefoundry
@@ -126,3 +129,35 @@ class Builds:
         start = time.perf_counter()
         runnable = case.compile(self.target, self.options)
         return runnable, time.perf_counter() - start
+
+
+# The run's cache and the directories builds share across caches, under it: a cold build is cold
+# even where the caller points these variables elsewhere, and the run's builds still share them.
+CACHE_VARIABLES = (
+    ("TILEFOUNDRY_CACHE_DIR", "."),
+    ("TILEFOUNDRY_PCH_DIR", "pch"),
+    ("TILEFOUNDRY_CUDA_OBJECT_DIR", "objects/cuda"),
+)
+
+
+@contextlib.contextmanager
+def build_cache(given: Path | None) -> Iterator[Path]:
+    """A run's TILEFOUNDRY_CACHE_DIR: `given`, or a fresh directory (cold builds) removed afterwards,
+    with the precompiled headers and the cuda target's shared objects (CACHE_VARIABLES) inside it.
+
+    The variables are restored on exit, so a caller in the same process (a test) keeps its own cache.
+    """
+    before = {name: os.environ.get(name) for name, _ in CACHE_VARIABLES}
+    with contextlib.ExitStack() as stack:
+        if given is None:
+            given = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tilefoundry-bench-gpu-")))
+        for name, sub in CACHE_VARIABLES:
+            os.environ[name] = str((given / sub).resolve())
+        try:
+            yield given
+        finally:
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value

@@ -14,11 +14,9 @@ and the case says so in its row. Prints the header and the table last, and write
 """
 
 import argparse
-import contextlib
 import multiprocessing
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, replace
@@ -34,7 +32,7 @@ if __package__ in (None, ""):
 
 from bench.compile_options import compile_option
 
-from .builds import Builds
+from .builds import CACHE_VARIABLES, Builds, build_cache
 from .cases import PEERS, Case, select
 from .cases.plans import PLANS
 from .floors import Limits
@@ -247,40 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    with _build_cache(args.cache_dir) as cache:
+    with build_cache(args.cache_dir) as cache:
         return _bench(args, plan, cases, cache)
-
-
-# The run's cache and the directories builds share across caches, under it: a cold build is cold
-# even where the caller points these variables elsewhere, and the run's builds still share them.
-CACHE_VARIABLES = (
-    ("TILEFOUNDRY_CACHE_DIR", "."),
-    ("TILEFOUNDRY_PCH_DIR", "pch"),
-    ("TILEFOUNDRY_CUDA_OBJECT_DIR", "objects/cuda"),
-)
-
-
-@contextlib.contextmanager
-def _build_cache(given: Path | None) -> Iterator[Path]:
-    """The run's TILEFOUNDRY_CACHE_DIR: `given`, or a fresh directory (cold builds) removed afterwards,
-    with the precompiled headers and the cuda target's shared objects (CACHE_VARIABLES) inside it.
-
-    The variables are restored on exit, so a caller in the same process (a test) keeps its own cache.
-    """
-    before = {name: os.environ.get(name) for name, _ in CACHE_VARIABLES}
-    with contextlib.ExitStack() as stack:
-        if given is None:
-            given = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tilefoundry-bench-gpu-")))
-        for name, sub in CACHE_VARIABLES:
-            os.environ[name] = str((given / sub).resolve())
-        try:
-            yield given
-        finally:
-            for name, value in before.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
 
 
 def _shared_objects(cache: Path) -> int:

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from tilefoundry.codegen.cuda import build
+from tilefoundry.codegen.cuda.resources import kernel_resources
 from tilefoundry.ir.errors import TargetUnavailable
 from tilefoundry.ir.target import Sources
 
@@ -23,15 +24,27 @@ def nvcc_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]
     monkeypatch.setattr(build, "cuda_facts", lambda: SimpleNamespace(nvcc_version="13.0", nvcc="nvcc"))
     runs: list[list[str]] = []
 
-    def run(cmd: list[str], what: str) -> None:
+    def run(cmd: list[str], what: str) -> str:
         runs.append(cmd)
         time.sleep(0.05)  # long enough for a second thread to meet the lock
         out = Path(cmd[cmd.index("-o") + 1])
         source = Path(cmd[cmd.index("-c") + 1]) if "-c" in cmd else None
         out.write_text(f"object of {source.read_text()}" if source else "library")
+        return "".join(ptxas_entry(line) for line in source.read_text().splitlines()) if source else ""
 
     monkeypatch.setattr(build, "_run", run)
     return runs
+
+
+def ptxas_entry(text: str) -> str:
+    """What ptxas -v says of one sm_90a kernel, named after a source line ("slot 8" -> k_slot_8)."""
+    name = "k_" + text.replace(" ", "_")
+    return (
+        f"ptxas info    : Compiling entry function '{name}' for 'sm_90a'\n"
+        f"ptxas info    : Function properties for {name}\n"
+        "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        f"ptxas info    : Used {len(text) * 8} registers, used 1 barriers\n"
+    )
 
 
 def _source(path: Path, text: str) -> Path:
@@ -112,8 +125,10 @@ def test_with_a_lane_for_each_source_sides_are_units_of_their_own_kept_for_later
     assert lib.path == tmp_path / "m" / "m.so"
 
     nvcc_runs.clear()
-    _build(tmp_path, "n", {"n.cu": "main n", "n_sm90_8.cu": "slot 8"})
+    lib = _build(tmp_path, "n", {"n.cu": "main n", "n_sm90_8.cu": "slot 8"})
     assert len(nvcc_runs) == 2 and str(_shared("slot 8")) in nvcc_runs[-1]  # n.cu, then the link
+    # The kept object's ptxas report was kept with it: the library lists its kernel too.
+    assert {(k.name, k.registers) for k in kernel_resources(lib.path)} == {("k_main_n", 48), ("k_slot_8", 48)}
 
 
 def test_with_fewer_lanes_the_sides_join_the_main_unit_and_kept_ones_are_linked(
@@ -128,5 +143,6 @@ def test_with_fewer_lanes_the_sides_join_the_main_unit_and_kept_ones_are_linked(
     _build(tmp_path, "n", {"n.cu": "main n", "n_sm90_8.cu": "slot 8", "n_sm90_6.cu": "slot 6"})
     compile_, link = nvcc_runs
     assert (tmp_path / "n" / "n.cu").read_text() == "main n\nslot 6"
+    assert {k.name for k in kernel_resources(tmp_path / "n" / "n.so")} == {"k_main_n", "k_slot_6", "k_slot_8"}
     assert str(_shared("slot 8")) in link and not _shared("slot 6").exists()
     assert compile_[compile_.index("-c") + 1] == str(tmp_path / "n" / "n.cu")

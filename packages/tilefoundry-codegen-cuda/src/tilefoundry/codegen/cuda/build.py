@@ -1,7 +1,7 @@
 """Build generated CUDA C++ into a shared library with nvcc, against tvm-ffi and the runtime headers.
 
     nvcc -std=c++17 --expt-relaxed-constexpr -DNDEBUG -O3 -DTILEFOUNDRY_TARGET_CUDA [--use_fast_math]
-         -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -shared
+         --resource-usage -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -shared
          -I<runtime> -isystem <cutlass> <tvm_ffi --cxxflags> module.cu -o module.so <--ldflags --libs>
 
 The code is built for the catalog's arch (`arch` option, else the GPU's, else sm_90a). Hopper
@@ -12,7 +12,8 @@ where the atoms' runtime dispatch takes their portable tiers. Source files compi
 cache in front of this builder (`tilefoundry.runtime.jit`) keys on the source, the catalog and
 the toolchain facts, so an unchanged module is never rebuilt, and the objects of side sources
 (the sm90 collectives' slot sources, which name no module) are shared between modules
-(`$TILEFOUNDRY_CUDA_OBJECT_DIR`, default `$TILEFOUNDRY_CACHE_DIR/objects/cuda`).
+(`$TILEFOUNDRY_CUDA_OBJECT_DIR`, default `$TILEFOUNDRY_CACHE_DIR/objects/cuda`). Each object's
+ptxas report is kept beside it, and the library's kernels beside the `.so` (resources.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from tilefoundry.runtime import headers
 from tilefoundry.runtime.headers import cutlass_include_dir, runtime_include_dir
 from tilefoundry.runtime.jit import cache_root
 
+from . import resources
 from .options import FAST_MATH, PORTABLE
 from .probe import cuda_facts
 
@@ -53,6 +55,8 @@ BASE_FLAGS = (
     "-fvisibility=hidden",
     # CUTLASS and CuTe are third-party headers: their warnings are not the generated code's.
     "-w",
+    # ptxas's report of each kernel's registers, spills and shared memory (resources.py).
+    "--resource-usage",
 )
 PORTABLE_ARCH = "sm_80"
 
@@ -101,13 +105,15 @@ def compile_flags(arch: str, options: Mapping[str, Any]) -> tuple[str, ...]:
     return (*BASE_FLAGS, *math, *arch_flags(arch, options), "--threads", "0", *includes, *tvm_ffi_flags()[0])
 
 
-def _run(cmd: list[str], what: str) -> None:
+def _run(cmd: list[str], what: str) -> str:
+    """Run nvcc; returns what it printed (ptxas's resource report on a compile)."""
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         head = "\n".join((done.stderr or done.stdout).splitlines()[:40])
         raise TargetUnavailable(
             f"nvcc failed on {what}:\n{head}", where=NAME, expected="a clean compile", got=done.returncode
         )
+    return done.stdout + done.stderr
 
 
 # nvcc's peak for one translation unit holding several CUTLASS collectives is 6-8 GB: a build takes
@@ -168,10 +174,16 @@ def side_object_path(flags: tuple[str, ...], text: str) -> Path:
     return object_root() / f"{object_key(flags, text)}.o"
 
 
+def ptxas_report_path(obj: Path) -> Path:
+    """Where ptxas's resource report of object `obj` is kept."""
+    return obj.with_suffix(".ptxas.txt")
+
+
 def side_object(compiler: str, flags: tuple[str, ...], src: Path) -> Path:
     """The object of side source `src`, compiled once for every module and build cache that has the
     same text under the same flags (an sm90 collective's slot source reads the same in each
-    module that reaches it). A lock makes a second builder of the key wait for the first."""
+    module that reaches it). A lock makes a second builder of the key wait for the first. Its
+    ptxas report is kept beside it, written before the object appears."""
     obj = side_object_path(flags, src.read_text())
     if obj.is_file():
         return obj
@@ -182,7 +194,8 @@ def side_object(compiler: str, flags: tuple[str, ...], src: Path) -> Path:
             fd, tmp = tempfile.mkstemp(suffix=".o", dir=obj.parent)
             os.close(fd)
             try:
-                _run([compiler, *flags, "-c", str(src), "-o", tmp], str(src))
+                report = _run([compiler, *flags, "-c", str(src), "-o", tmp], str(src))
+                ptxas_report_path(obj).write_text(report)
                 os.replace(tmp, obj)  # atomic: a reader without the lock sees the whole object or none
             finally:
                 Path(tmp).unlink(missing_ok=True)
@@ -225,8 +238,9 @@ def build(sources: Sources, options: Mapping[str, Any], cache_dir: Path, arch: s
         src = cache_dir / name
         if split and name != main:
             return side_object(compiler, flags, src)
-        _run([compiler, *flags, "-c", str(src), "-o", str(src.with_suffix(".o"))], str(src))
-        return src.with_suffix(".o")
+        obj = src.with_suffix(".o")
+        ptxas_report_path(obj).write_text(_run([compiler, *flags, "-c", str(src), "-o", str(obj)], str(src)))
+        return obj
 
     with ThreadPoolExecutor(len(units)) as pool:
         objects = [*pool.map(compile_unit, units), *kept.values()]
@@ -241,4 +255,6 @@ def build(sources: Sources, options: Mapping[str, Any], cache_dir: Path, arch: s
         *tvm_ffi_flags()[1],
     ]
     _run(link, f"linking {lib}")
+    reports = (ptxas_report_path(o).read_text() for o in objects)
+    resources.write_report(lib, resources.kernels_of(reports, arch, sources.files.values()))
     return LinkedLibrary(target=NAME, path=lib, entries=sources.entries)
