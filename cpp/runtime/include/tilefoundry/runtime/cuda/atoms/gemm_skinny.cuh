@@ -323,10 +323,13 @@ __device__ inline void skinny_load_head(T const* const (&B)[G], int64_t K, int l
 /// a shuffle butterfly adds the lanes, and lane 0 hands the results (rounded to T, as C would hold
 /// them) to `out(member, m, n, N, c)`. With a prologue, `pro(m, row)` writes A's row m (the lanes of one
 /// warp together) into the CTA's shared memory first (M x K elements, dynamic), and A is not read;
-/// a folding prologue (folds_rows_v) gives each pack of A from its own loads instead.
+/// a folding prologue (folds_rows_v) gives each pack of A from its own loads instead. `rows` and
+/// `out` are read in place from the parameter space (`__grid_constant__`): a runtime member index
+/// into a by-value copy put the copy on each thread's stack, stored before the first weight load.
 template <class T, int MT, int G, int R, int U, class Out, class Pro = NoPrologue>
 __global__ void __launch_bounds__(kSkinnyBtWarps * 32)
-gemm_skinny_nk(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t K, Out out, Pro pro) {
+gemm_skinny_nk(T const* __restrict__ A, __grid_constant__ SkinnyBtRows<T> const rows, int64_t M, int64_t K,
+               __grid_constant__ Out const out, Pro pro) {
   constexpr int P = kSkinnyHeadPacks / (G * R);  // head packs per lane per row
   constexpr int64_t kStride = 32 * 8;            // elements of K one pass of the warp covers
   int const lane = threadIdx.x % 32;
@@ -489,7 +492,8 @@ __device__ inline uint32_t pack_word(uint4 const& w, int i) { return i == 0 ? w.
 /// order, and warp 0 hands each (m, n) result (rounded to T) to `out(member, m, n, N, c)`.
 template <class T, int G, class Out>
 __global__ void __launch_bounds__(kSkinnyTcWarps * 32)
-gemm_skinny_tc(T const* __restrict__ A, SkinnyBtRows<T> rows, int64_t M, int64_t K, Out out) {
+gemm_skinny_tc(T const* __restrict__ A, __grid_constant__ SkinnyBtRows<T> const rows, int64_t M, int64_t K,
+               __grid_constant__ Out const out) {
   constexpr int W = kSkinnyTcWarps;
   constexpr int U = G == 1 ? 4 : G == 2 ? 2 : 1;  // blocks in flight: 2 U G words of B a lane
   int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;

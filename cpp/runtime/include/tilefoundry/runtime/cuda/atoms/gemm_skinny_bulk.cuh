@@ -113,7 +113,8 @@ __device__ inline void bulk_copy(void* dst, void const* src, uint32_t bytes, uin
 /// multiple of RU rows; G > 1: side by side).
 template <class T, int G, int RU, class Rows, class Out>
 __global__ void __launch_bounds__(kBulkThreads, kBulkCtasPerSm)
-gemm_skinny_bulk(T const* __restrict__ A, Rows rows, int64_t K, int64_t units, int stages, Out out) {
+gemm_skinny_bulk(T const* __restrict__ A, __grid_constant__ Rows const rows, int64_t K, int64_t units, int stages,
+                 __grid_constant__ Out const out) {
   static_assert(G <= 4 && kBulkWarps % RU == 0, "gemm_skinny_bulk: up to 4 members, RU dividing the warps");
   constexpr int WPR = kBulkWarps / RU;  // warps a row, each a slice of K
   extern __shared__ __align__(128) unsigned char bulk_smem_[];
