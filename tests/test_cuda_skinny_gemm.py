@@ -66,7 +66,7 @@ def _entry(source: str, fn: str) -> str:
 def test_the_skinny_kernels_keep_their_row_tables_out_of_local_memory(built) -> None:
     """A grouped call's member table (pointers and row ends) is read where the launch put it, the
     parameter space (`__grid_constant__`): indexed by a runtime member, a by-value copy went to each
-    thread's stack (104-208 bytes, a 26-store prologue before the first weight load). Nor does any
+    thread's stack (104-208 bytes, up to 26 stores before the first weight load). Nor does any
     skinny kernel spill (resources.py reads ptxas's report)."""
     linked, _ = built
     skinny = [k for k in kernel_resources(linked) if k.identifier.startswith("gemm_skinny")]
