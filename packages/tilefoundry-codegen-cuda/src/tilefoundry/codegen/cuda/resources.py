@@ -9,7 +9,7 @@ without a GPU.
 
     from tilefoundry.codegen.cuda.resources import kernel_resources
     for k in kernel_resources(tilefoundry.jit(fn, target="cuda")):
-        print(k.name, k.registers, k.spill_store_bytes, k.threads, k.ctas_per_sm())
+        print(k.identifier, k.registers, k.spills, k.threads and k.ctas_per_sm())
 """
 
 from __future__ import annotations
