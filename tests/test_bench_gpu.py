@@ -8,7 +8,6 @@ target and goes through a measuring child process end to end.
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -20,7 +19,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.gpu import resources, run
+from bench.gpu import run
 from bench.gpu.builds import CACHE_VARIABLES, BuildFailed, Builds, build_cache
 from bench.gpu.cases import KernelCase, ModelCase, matches, select
 from bench.gpu.cases.gemm import projections
@@ -563,28 +562,3 @@ def test_the_small_kernel_sweeps_build_with_nvcc(sweep: str, tmp_path: Path) -> 
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
 
-
-def test_the_resource_report_lists_a_cases_kernels_as_ptxas_built_them(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """bench.gpu.resources builds a case for cuda without a GPU and prints each of its kernels with
-    ptxas's figures; --json keeps them."""
-    from tilefoundry.ir.target import get_target
-
-    if not get_target("cuda").availability.can_compile:
-        pytest.skip("cuda cannot compile here: " + "; ".join(get_target("cuda").availability.reasons))
-    out = tmp_path / "kernels.json"
-    assert resources.main(["--plan", "tiny", "--cases", "rope", "--jobs", "0", "--json", str(out)]) == 0
-    kernels = {k["name"]: k for k in json.loads(out.read_text())}
-    packed = next(k for name, k in kernels.items() if "rope__k0_rope_v8(" in name)
-    assert packed["registers"] > 0 and packed["threads"] == 256 and packed["library"] == "rope"
-    printed = capsys.readouterr().out
-    assert re.search(r"^rope +rope__k0_rope_v8 +\d+ +256 +\d+ +0/0 ", printed, re.M)
-    assert f"kernels: {len(kernels)}, libraries: 1, spilling: 0" in printed
-
-
-def test_short_kernel_names_drop_parameters_and_anonymous_namespaces() -> None:
-    assert resources.short_name("(anonymous namespace)::f__k0_exp(float const*, long)") == "f__k0_exp"
-    name = "void ns::gemm<bf16, Epi<(anonymous namespace)::k8>>(bf16 const*, int)"
-    assert resources.short_name(name) == "void ns::gemm<bf16, Epi<k8>>"
-    assert resources.short_name("k" * 100, width=10) == "kkkkkkk..."

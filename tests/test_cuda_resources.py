@@ -1,50 +1,77 @@
-"""What ptxas built for generated kernels, read back through the resource report
-(tilefoundry.codegen.cuda.resources) without a GPU: option grid_ctas_per_sm's register cap holds
-in the machine code, not only in the source's `__launch_bounds__`."""
+"""What ptxas built for generated kernels, read back without a GPU through the resource report
+(tilefoundry.codegen.cuda.resources) and the bench's tool over it (bench.gpu.resources): option
+grid_ctas_per_sm's register cap holds in the machine code, not only in the source's
+`__launch_bounds__`."""
 
 from __future__ import annotations
 
-import os
+import contextlib
+import io
+import json
+import re
 import sys
+from pathlib import Path
 
 import pytest
 
-import tilefoundry
-from tilefoundry.codegen.cuda.resources import KernelResources, kernel_resources
-from tilefoundry.dsl import ConstTensor, Tensor, bf16, func, i64, tf
+from tilefoundry.codegen.cuda.resources import KernelResources
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from catalogue_programs import require_nvcc
 
-pytestmark = pytest.mark.usefixtures("fresh_build_cache")
+from bench.gpu import resources
+
+# The per-head norm recomputed inside rope: the packed grid that holds the most registers.
+CASE = "head_norm_rope"
+PACKED, SCALAR = "head_norm_rope__k0_rope_v8", "head_norm_rope__k0_rope"
 
 
-@func
-def head_norm_rope(
-    x: Tensor[(1, 2, 8, 128), bf16],
-    w: ConstTensor[(128,), bf16],
-    cos: Tensor[(64, 128), bf16],
-    sin: Tensor[(64, 128), bf16],
-    positions: Tensor[(8,), i64],
-):
-    # per-head RMS norm recomputed inside rope: the packed grid that holds the most registers
-    return tf.rope(tf.rms_norm(x, w), cos, sin, positions)
-
-
-def _rope_kernels(options: dict[str, object]) -> dict[str, KernelResources]:
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[list[dict], str]]:
+    """The tool's JSON and printed table for the bench's head_norm_rope case (H200 shapes), built
+    plain and with grid_ctas_per_sm=8, each into a fresh cache."""
     require_nvcc()
-    built = tilefoundry.compile(head_norm_rope, target="cuda", options=options)
-    return {k.identifier: k for k in kernel_resources(built) if "__k0_" in k.identifier}
+    found = {}
+    for name, options in (("plain", []), ("capped", ["--option", "grid_ctas_per_sm=8"])):
+        out = tmp_path_factory.mktemp(name)
+        argv = ["--cases", CASE, "--jobs", "0", "--cache-dir", str(out / "cache")]
+        argv += ["--json", str(out / "k.json"), *options]
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert resources.main(argv) == 0
+        found[name] = (json.loads((out / "k.json").read_text()), printed.getvalue())
+    return found
 
 
-def test_grid_ctas_per_sm_caps_the_packed_grids_registers_in_the_machine_code() -> None:
+def _rope_kernels(doc: list[dict]) -> dict[str, KernelResources]:
+    """The rope kernels of the tool's JSON, by identifier."""
+    kernels = (KernelResources(**{f: k[f] for f in KernelResources.__dataclass_fields__}) for k in doc)
+    return {k.identifier: k for k in kernels if "__k0_" in k.identifier}
+
+
+def test_the_tool_prints_each_kernel_with_ptxas_figures(reports) -> None:
+    doc, printed = reports["plain"]
+    packed = _rope_kernels(doc)[PACKED]
+    assert {k["library"] for k in doc} == {CASE} and packed.threads == 256 and packed.registers > 0
+    row = rf"^{CASE} +{PACKED} +{packed.registers} +256 +{packed.ctas_per_sm()} +0/0 +0 +0$"
+    assert re.search(row, printed, re.M), printed
+    assert f"kernels: {len(doc)}, libraries: 1, spilling: 0" in printed
+
+
+def test_grid_ctas_per_sm_caps_the_packed_grids_registers_in_the_machine_code(reports) -> None:
     """By default ptxas gives the packed rope more registers than 8 CTAs of 256 threads leave (32
     a thread); grid_ctas_per_sm=8 makes it fit 8 CTAs an SM, and the scalar twin keeps its count."""
-    plain, capped = _rope_kernels({}), _rope_kernels({"grid_ctas_per_sm": 8})
-    packed, scalar = "head_norm_rope__k0_rope_v8", "head_norm_rope__k0_rope"
-    assert plain.keys() == capped.keys() == {packed, scalar}
-    assert plain[packed].threads == 256 and plain[packed].min_ctas == 0
-    assert plain[packed].registers > 32 and plain[packed].ctas_per_sm() < 8
-    assert capped[packed].min_ctas == 8 and capped[packed].registers <= 32
-    assert capped[packed].ctas_per_sm() == 8
-    assert capped[scalar].registers == plain[scalar].registers and capped[scalar].min_ctas == 0
+    plain, capped = _rope_kernels(reports["plain"][0]), _rope_kernels(reports["capped"][0])
+    assert plain.keys() == capped.keys() == {PACKED, SCALAR}
+    assert plain[PACKED].min_ctas == 0 and plain[PACKED].registers > 32 and plain[PACKED].ctas_per_sm() < 8
+    assert capped[PACKED].min_ctas == 8 and capped[PACKED].registers <= 32
+    assert capped[PACKED].ctas_per_sm() == 8
+    assert capped[SCALAR].registers == plain[SCALAR].registers and capped[SCALAR].min_ctas == 0
+
+
+def test_short_kernel_names_drop_parameters_and_anonymous_namespaces() -> None:
+    assert resources.short_name("(anonymous namespace)::f__k0_exp(float const*, long)") == "f__k0_exp"
+    name = "void ns::gemm<bf16, Epi<(anonymous namespace)::k8>>(bf16 const*, int)"
+    assert resources.short_name(name) == "void ns::gemm<bf16, Epi<k8>>"
+    assert resources.short_name("k" * 100, width=10) == "kkkkkkk..."
