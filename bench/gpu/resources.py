@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         firsts.setdefault(c.kernel, c)
     status = 0
     rows: list[tuple[str, str, Any]] = []
-    reached: dict[Path, list[str]] = {}
+    reached: set[Path] = set()
     with build_cache(args.cache_dir):
         builds = Builds(TARGET, args.plan, options=dict(args.option))
         if args.jobs > 0:
@@ -103,8 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             for lib in libraries_of(compiled):
                 if lib not in reached:
+                    reached.add(lib)
                     rows += [(case.kernel, lib.stem, k) for k in kernel_resources(lib)]
-                reached.setdefault(lib, []).append(case.id)
     print(render(rows))
     spilled = [k for _, _, k in rows if k.spills]
     print(f"\nkernels: {len(rows)}, libraries: {len(reached)}, spilling: {len(spilled)}")
