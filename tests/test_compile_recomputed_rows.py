@@ -20,7 +20,7 @@ from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, func, i64, module
 from tilefoundry.runtime import donate
 
 sys.path.insert(0, os.path.dirname(__file__))
-from catalogue_programs import misaligned
+from catalogue_programs import cuda_source, misaligned
 
 pytestmark = pytest.mark.usefixtures("fresh_build_cache")
 
@@ -84,6 +84,35 @@ def test_the_norms_have_no_kernel_and_the_readers_say_why() -> None:
         text = stages["check budget"]
         assert "[row]" not in text and text.count("[element grid]") == 1, name
         assert "recomputed here" in text and "fold_add(" in text, name
+
+
+def test_shuffles_take_the_full_mask_where_whole_warps_run_the_loop() -> None:
+    """q_rope's packs (4 heads of 16 a token) come in whole warps, so its fold and its exchange of
+    rotated halves shuffle under the full mask. One head a token leaves half warps, and k_append's
+    region test skips single heads: both keep each head's own mask (group_reduce.cuh, Callers)."""
+
+    @func
+    def one_head(
+        q: Tensor[(1, 1, T, 128), bf16],
+        g: ConstTensor[(128,), bf16],
+        cos: Tensor[(64, 128), bf16],
+        sin: Tensor[(64, 128), bf16],
+        positions: Tensor[(T,), i64],
+    ):
+        return tf.rope(tf.rms_norm(q, g), cos, sin, positions)
+
+    def packed(fn) -> str:
+        text = cuda_source(fn, {})
+        start = text.index(f"{fn.name}__k0_rope_v8(")
+        return text[start : text.index("\n}\n", start)]
+
+    q = packed(Heads.functions["q_rope"])
+    assert "lane_group_reduce<16, Callers::warp>(add_combine{}, gf0_)" in q
+    assert "lane_group_exchange<16, 8, Callers::warp>(ge0_, ge0x_)" in q
+    for fn in (one_head, Heads.functions["k_append"]):
+        kernel = packed(fn) if fn is one_head else cuda_source(fn, {})
+        assert "lane_group_reduce<16>(add_combine{}, gf0_)" in kernel, fn.name
+        assert "Callers::warp" not in kernel, fn.name
 
 
 @pytest.mark.parametrize("n", [1, 5, 32])

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
-from tilefoundry.ir.tile.expr import Const, Expr, floordiv, loads, mul
+from tilefoundry.ir.tile.expr import Const, Expr, floordiv, known_multiple, loads, mul
 from tilefoundry.ir.tile.stmt import Buffer, Check, Kernel, Program, Stmt, stmt_exprs, walk_stmts
 
 from .group import GroupCode, unflatten
@@ -159,6 +159,13 @@ def _grid_loop(
     ]
 
 
+def _warp_in_step(r: Realization, pack_extents: list[Expr]) -> bool:
+    """Whether every lane of a warp takes the same trips through a packed grid's loop: whole warps
+    a CTA, a pack count that is a multiple of 32 (each warp's 32 consecutive packs are all in or
+    all out), and no region test that skips single instances (in_place.py)."""
+    return r.in_place is None and r.threads % 32 == 0 and known_multiple(work(pack_extents)) % 32 == 0
+
+
 @body("grid")
 def grid_body(program: Program, r: Realization, packed: bool, ctas: Span) -> list[str]:
     """A flat grid's grid-stride loop; `packed`: the 16-byte pack variant's."""
@@ -172,9 +179,9 @@ def grid_body(program: Program, r: Realization, packed: bool, ctas: Span) -> lis
     assert r.packs is not None
     n, last = r.packs.lanes, names[-1]
     base = f"{last}_b"
-    code = PackCode(r.packs, base)
     pack_names = [*names[:-1], f"{last}_p"]
     pack_extents = [*extents[:-1], floordiv(extents[-1], n)]
+    code = PackCode(r.packs, base, warp_in_step=_warp_in_step(r, pack_extents))
     out = _grid_loop(r, cx, pack_extents, pack_names, ctas, r.thread_packs)
     axes = [(v, cx(e)) for v, e in zip(pack_names, pack_extents, strict=True)]
 

@@ -513,12 +513,18 @@ class PackCode:
         base: the C++ variable holding the pack's first `var` value (a multiple of `plan.lanes`).
         held: loads whose lane arrays are held rows (row_registers), by name: True where this
             loop loads the row, False where it only reads what an earlier loop loaded.
+        warp_in_step: every lane of a warp runs the pack's code together (a loop whose trip count
+            is uniform per warp), so the row threads' shuffles take the full mask
+            (`Callers::warp`) instead of their group's, which ptxas guards with a convergence test.
     """
 
-    def __init__(self, plan: PackPlan, base: str, held: Mapping[str, bool] | None = None):
+    def __init__(
+        self, plan: PackPlan, base: str, held: Mapping[str, bool] | None = None, *, warp_in_step: bool = False
+    ):
         self.plan = plan
         self.base = base
         self.held = dict(held or {})
+        self.callers = ", Callers::warp" if warp_in_step else ""
         # Each exchanged value and the lane array it is read from (own, or the partner's copy).
         self.values: dict[Expr, str] = {}
         for x in plan.exchanges:
@@ -580,7 +586,7 @@ class PackCode:
                 "#pragma unroll",
                 f"for (int l_ = 0; l_ < {n}; ++l_) {x.name}[l_] = {cx(self._lane_value(x.own, own=True))};",
                 f"{t} {x.name_x}[{n}];",
-                f"lane_group_exchange<{x.across}, {x.offset}>({x.name}, {x.name_x});",
+                f"lane_group_exchange<{x.across}, {x.offset}{self.callers}>({x.name}, {x.name_x});",
             ]
         out += [f"{ctype(a.buffer.dtype)} {a.name}[{n}];" for a in self.plan.stores]
         return loaded, out
@@ -653,7 +659,7 @@ class PackCode:
             loop = f"  for (int64_t {f.var} = 0; {f.var} < {extent}; ++{f.var}) {fp.name} = {step};"
             return [*out, loop, "}"]
         if fp.across > 1:  # this thread's pack of the row, then the row's threads combined
-            combine = f"lane_group_reduce<{fp.across}>({COMBINERS[f.op]}{{}}, {fp.name})"
+            combine = f"lane_group_reduce<{fp.across}{self.callers}>({COMBINERS[f.op]}{{}}, {fp.name})"
             return [*out, *indent(self._fold_pack(cx, fp, self.base), 1), "}", f"{fp.name} = {combine};"]
         base = f"{f.var}b"
         # unrolled: every pack of the row in flight at once, not one L2 round trip per pack

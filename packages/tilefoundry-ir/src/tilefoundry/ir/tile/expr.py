@@ -360,6 +360,28 @@ def loads(e: Expr) -> list[Load]:
     return [x for x in walk(e) if isinstance(x, Load)]
 
 
+def known_multiple(e: Expr) -> int:
+    """The largest n that the index expression `e` is a multiple of whatever its variables hold
+    (0 for the constant 0, 1 where nothing is known): products multiply, sums and either branch
+    of a select keep the common divisor, an exact division divides it."""
+    if isinstance(e, Const):
+        return abs(e.value) if e.dtype is i64 else 1  # type: ignore[arg-type]
+    if isinstance(e, Select):
+        return math.gcd(known_multiple(e.a), known_multiple(e.b))
+    if not isinstance(e, Bin):
+        return 1
+    a, b, divisor = known_multiple(e.a), known_multiple(e.b), _int(e.b)
+    if e.op == "mul":
+        return a * b
+    if e.op in ("add", "sub"):
+        return math.gcd(a, b)
+    if e.op == "floordiv" and divisor and divisor > 0 and a % divisor == 0:
+        return a // divisor
+    if e.op == "mod" and divisor:
+        return math.gcd(a, divisor)
+    return 1
+
+
 def identity(combiner: str, dtype: DType) -> Const:
     """The value a fold with `combiner` ("add", "max", "min") starts from in `dtype`."""
     if dtype.is_float:

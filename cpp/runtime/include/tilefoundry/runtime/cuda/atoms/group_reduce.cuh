@@ -26,6 +26,13 @@ struct min_combine {
   template <class T> __device__ T operator()(T a, T b) const { return min_nan(a, b); }
 };
 
+/// Which lanes of a warp make a lane-group call together. `groups`: whole groups, not necessarily
+/// every group of the warp (a grid-stride loop whose trip count is uniform per group), so each
+/// group shuffles under its own runtime mask, which ptxas guards with a convergence test (MATCH,
+/// REDUX, VOTE and a divergent path) at every call. `warp`: all 32 lanes in step (a loop whose trip
+/// count is uniform per warp), so the shuffles take the constant full mask and none of that.
+enum class Callers { groups, warp };
+
 namespace detail {
 
 /// Butterfly over the 32 lanes of a warp: lane l combines with l ^ 16, l ^ 8, ... l ^ 1.
@@ -37,11 +44,16 @@ __device__ T warp_butterfly(Combine op, T v) {
   return v;
 }
 
-/// The shuffle mask of this lane's group of `Lanes` consecutive lanes (groups aligned to `Lanes`).
-template <int Lanes>
+/// The shuffle mask of a lane-group call: the whole warp when it calls in step, else this lane's
+/// group of `Lanes` consecutive lanes (groups aligned to `Lanes`).
+template <int Lanes, Callers Who>
 __device__ inline unsigned lane_group_mask() {
-  unsigned const first = threadIdx.x % 32 / Lanes * Lanes;
-  return Lanes == 32 ? 0xffffffffu : ((1u << Lanes) - 1u) << first;
+  if constexpr (Lanes == 32 || Who == Callers::warp) {
+    return 0xffffffffu;
+  } else {
+    unsigned const first = threadIdx.x % 32 / Lanes * Lanes;
+    return ((1u << Lanes) - 1u) << first;
+  }
 }
 
 }  // namespace detail
@@ -76,15 +88,16 @@ __device__ T group_reduce(Combine op, T v, T* ws) {
  * @brief Combine `v` over the `Lanes` consecutive lanes of a warp (a power of two, groups aligned
  *        to `Lanes`) that share one value, such as the packs of one short row; each gets the result.
  *
- * Every lane of the group must call it; other groups of the warp need not (each shuffles under its
- * own mask), so a grid-stride loop whose trip count is uniform per group may call it.
+ * Every lane of the group must call it; with `Callers::groups` other groups of the warp need not
+ * (each shuffles under its own mask), so a grid-stride loop whose trip count is uniform per group
+ * may call it; with `Callers::warp` every lane of the warp must.
  */
-template <int Lanes, class Combine, class T>
+template <int Lanes, Callers Who = Callers::groups, class Combine, class T>
 __device__ T lane_group_reduce(Combine op, T v) {
   static_assert(Lanes >= 1 && Lanes <= 32 && (Lanes & (Lanes - 1)) == 0,
                 "lane_group_reduce: Lanes must be a power of two in [1, 32]");
   if constexpr (Lanes > 1) {
-    unsigned const mask = detail::lane_group_mask<Lanes>();
+    unsigned const mask = detail::lane_group_mask<Lanes, Who>();
 #pragma unroll
     for (int offset = Lanes / 2; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(mask, v, offset, Lanes));
   }
@@ -96,16 +109,16 @@ __device__ T lane_group_reduce(Combine op, T v) {
  *        `Lanes` consecutive lanes: a pack of a short row that the row's partner thread loaded
  *        (rotate-half's other half), passed by shuffles instead of loaded again.
  *
- * Every lane of the group must call it, as for lane_group_reduce.
+ * Every lane of the group (`Callers::warp`: of the warp) must call it, as for lane_group_reduce.
  */
-template <int Lanes, int Offset, int N, class T>
+template <int Lanes, int Offset, Callers Who = Callers::groups, int N, class T>
 __device__ void lane_group_exchange(T const (&own)[N], T (&out)[N]) {
   static_assert(Lanes >= 2 && Lanes <= 32 && (Lanes & (Lanes - 1)) == 0 && Offset > 0 && Offset < Lanes &&
                     (Offset & (Offset - 1)) == 0,
                 "lane_group_exchange: Lanes a power of two in [2, 32], Offset a smaller power of two");
   static_assert(N * sizeof(T) % 4 == 0, "lane_group_exchange: whole 32-bit words");
   constexpr int words = N * sizeof(T) / 4;
-  unsigned const mask = detail::lane_group_mask<Lanes>();
+  unsigned const mask = detail::lane_group_mask<Lanes, Who>();
   unsigned w[words];
   memcpy(w, own, sizeof(w));
 #pragma unroll
