@@ -65,11 +65,13 @@ def _packed_launch_per_block(text: str) -> int:
 
 def test_auto_gives_a_gather_two_packs_and_an_elementwise_grid_one() -> None:
     """The embedding's pack address waits on its id: two packs a thread, the second `stride_` ahead
-    under its own bounds test, and half the CTAs. gelu_chain's packs keep one a thread."""
+    (redoing the first past the end, so no branch holds its id and row loads back), and half the
+    CTAs. gelu_chain's packs keep one a thread."""
     rows = cat.cuda_source(Grids.functions["rows"], {})
     kernel = _packed_kernel(rows, "rows__k0_embedding")
     assert "lin_ += 2 * stride_" in kernel
-    assert "const int64_t lin1_ = lin_ + stride_;" in kernel and "if (lin1_ < work_) {" in kernel
+    assert "const int64_t lin1_ = lin_ + stride_ < work_ ? lin_ + stride_ : lin_;" in kernel
+    assert "if (" not in kernel
     assert kernel.count("load_pack<4>(") == 2  # f32: 16-byte packs of 4
     assert kernel.index("load_pack<4>(", kernel.index("lin1_")) < kernel.index("store_pack<4>(")
     note = "2 packs a thread, grid-strided, each pack's loads written before the arithmetic of the packs"
@@ -97,11 +99,12 @@ def test_grid_packs_sets_every_packed_grid_and_its_launch(count: int) -> None:
 
 def test_shuffling_grids_take_the_count_and_in_place_grids_keep_one() -> None:
     """Under grid_packs=2 a head's threads still fold its norm and exchange halves by shuffles: every
-    pack's loads come first, then each pack's shuffles (the row's threads share each bounds test).
-    The catalogue's cache update (in place when the cache is donated) keeps one pack, and says why."""
+    pack's loads come first, then each pack's shuffles (past the end a row's threads all redo their
+    first pack). The catalogue's cache update (in place when the cache is donated) keeps one pack,
+    and says why."""
     text = cat.cuda_source(Grids.functions["head_rope"], {"grid_packs": 2})
     kernel = _packed_kernel(text, "head_rope__k0_rope")
-    later = kernel.index("if (lin1_ < work_) {")
+    later = kernel.index("const int64_t lin1_ = ")
     assert kernel.count("lane_group_reduce<8>(") == 2 and kernel.count("lane_group_exchange<8, 4>(") == 2
     first_loads = kernel[:later].count("load_pack<8>(")
     assert first_loads >= 4 and "lane_group" not in kernel[:later]  # x, w, cos and sin of pack 0

@@ -188,8 +188,10 @@ def grid_body(program: Program, r: Realization, packed: bool, ctas: Span) -> lis
     def pack(u: int) -> list[str]:
         """Pack u of this thread's, grid-strided: its loads, then the later packs' whole work, then
         its folds, exchanges, arithmetic and stores. Each nested scope redeclares the names it
-        shadows. A row's threads share each later pack's bounds test (whole rows, strides of whole
-        CTAs), so their shuffles stay in step under it."""
+        shadows. A later pack past the end of the domain redoes pack 0: the same bytes to the same
+        place, from the same thread (a grid reads no buffer it writes). So no branch holds a later
+        pack's loads back: ptxas issues them, a gather's index loads first, beside pack 0's, and the
+        threads of a row shuffle in step."""
         loads, rest = code.prologue_parts(cx, r.body)
         head = [f"const int64_t {base} = {last}_p * {n};", *loads]
         tail = rest + code.lanes(r.body, cx) + code.epilogue(cx)
@@ -197,8 +199,8 @@ def grid_body(program: Program, r: Realization, packed: bool, ctas: Span) -> lis
             return head + tail
         lin = f"lin{u + 1}_"
         ahead = "stride_" if u == 0 else f"{u + 1} * stride_"
-        later = [f"const int64_t {lin} = lin_ + {ahead};", f"if ({lin} < work_) {{"]
-        later = [*later, *indent([*unflatten(lin, axes), *pack(u + 1)], 1), "}"]
+        later = [f"const int64_t {lin} = lin_ + {ahead} < work_ ? lin_ + {ahead} : lin_;"]
+        later = [*later, *unflatten(lin, axes), *pack(u + 1)]
         return [*head, "{", *indent(later, 1), "}", *tail]
 
     return [*out, *indent(pack(0), 2), "  }"]
