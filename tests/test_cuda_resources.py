@@ -1,7 +1,8 @@
 """What ptxas built for generated kernels, read back without a GPU through the resource report
-(tilefoundry.codegen.cuda.resources) and the bench's tool over it (bench.gpu.resources): option
-grid_ctas_per_sm's register cap holds in the machine code, not only in the source's
-`__launch_bounds__`."""
+(tilefoundry.codegen.cuda.resources), the SASS figures (tilefoundry.codegen.cuda.sass) and the
+bench's tool over them (bench.gpu.resources): option grid_ctas_per_sm's register cap holds in the
+machine code, not only in the source's `__launch_bounds__`, and the packed rope's shuffles carry
+no convergence test."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tilefoundry.codegen.cuda.resources import KernelResources
+from tilefoundry.codegen.cuda.sass import cuobjdump
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -30,10 +32,14 @@ PACKED, SCALAR = "head_norm_rope__k0_rope_v8", "head_norm_rope__k0_rope"
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[list[dict], str]]:
     """The tool's JSON and printed table for the bench's head_norm_rope case (H200 shapes), built
-    plain and with grid_ctas_per_sm=8, each into a fresh cache."""
+    plain (with the SASS columns) and with grid_ctas_per_sm=8, each into a fresh cache."""
     require_nvcc()
+    try:
+        cuobjdump()
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
     found = {}
-    for name, options in (("plain", []), ("capped", ["--option", "grid_ctas_per_sm=8"])):
+    for name, options in (("plain", ["--sass"]), ("capped", ["--option", "grid_ctas_per_sm=8"])):
         out = tmp_path_factory.mktemp(name)
         argv = ["--cases", CASE, "--jobs", "0", "--cache-dir", str(out / "cache")]
         argv += ["--json", str(out / "k.json"), *options]
@@ -54,9 +60,25 @@ def test_the_tool_prints_each_kernel_with_ptxas_figures(reports) -> None:
     doc, printed = reports["plain"]
     packed = _rope_kernels(doc)[PACKED]
     assert {k["library"] for k in doc} == {CASE} and packed.threads == 256 and packed.registers > 0
-    row = rf"^{CASE} +{PACKED} +{packed.registers} +256 +{packed.ctas_per_sm()} +0/0 +0 +0$"
+    # ptxas's columns, then the SASS ones: instructions, pre-wait loads, wait to load, LDL/STL, MATCH
+    figures = rf"{packed.registers} +256 +{packed.ctas_per_sm()} +0/0 +0 +0"
+    row = rf"^{CASE} +{PACKED} +{figures} +\d+ +0 +\d+ +0 +0$"
     assert re.search(row, printed, re.M), printed
     assert f"kernels: {len(doc)}, libraries: 1, spilling: 0" in printed
+
+
+def test_the_packed_rope_waits_once_then_loads_and_shuffles_without_a_convergence_test(reports) -> None:
+    """--sass: the packed rope reads nothing before its PDL wait and loads within a few dozen
+    instructions after it; its 4 x 128 heads of 16 packs fill whole warps, so its norm's and its
+    rotated halves' shuffles take the full mask: no MATCH (a9d9523), and nothing on the stack."""
+    doc, printed = reports["plain"]
+    symbol = _rope_kernels(doc)[PACKED].symbol
+    packed = next(k["sass"] for k in doc if k["symbol"] == symbol)
+    assert packed["waits"] == 1 and packed["loads_before_wait"] == 0
+    assert 0 < packed["wait_to_load"] < 64 < packed["instructions"]
+    assert packed["convergence_tests"] == 0 and packed["local_accesses"] == 0
+    assert "pre-wait ld" in printed.splitlines()[0]
+    assert "sass" not in reports["capped"][0][0]  # asked only of the plain build
 
 
 def test_grid_ctas_per_sm_caps_the_packed_grids_registers_in_the_machine_code(reports) -> None:

@@ -3,12 +3,16 @@
     python -m bench.gpu.resources --cases rope,head_norm_rope,pointwise
     python -m bench.gpu.resources --cases head_norm_rope --option grid_ctas_per_sm=6
     python -m bench.gpu.resources --cases model/qwen3-1.7b/decode_step --json decode.json
+    python -m bench.gpu.resources --cases head_norm_rope --sass
 
 Builds the selected cases for the cuda target as bench.gpu.run does (a fresh build cache unless
 --cache-dir names one; cold builds side by side in --jobs processes), then prints each library's
 kernels as ptxas built them (tilefoundry.codegen.cuda.resources): registers, the CTA size the
 source declares, the CTAs an SM those registers leave room for, spill and stack bytes, and static
-shared memory. A library several cases reach is printed once. Exits 1 when a build fails.
+shared memory. --sass adds what cuobjdump reads off the machine code (tilefoundry.codegen.cuda.sass):
+its instructions, the global loads before the PDL wait, the instructions from that wait to the
+first global load after it, local-memory accesses and convergence tests (MATCH). A library several
+cases reach is printed once. Exits 1 when a build fails.
 """
 
 import argparse
@@ -42,6 +46,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--budget-s", type=float, default=3600.0, help="time the cold builds may take")
     ap.add_argument("--cache-dir", type=Path, help="build cache to use (default: a fresh one)")
     ap.add_argument("--json", type=Path, help="also write every kernel's figures here")
+    ap.add_argument("--sass", action="store_true", help="add figures read off the SASS (needs cuobjdump)")
     return ap.parse_args(argv)
 
 
@@ -57,26 +62,40 @@ def short_name(name: str, width: int = 72) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def render(rows: Sequence[tuple[str, str, Any]]) -> str:
-    """The table: one line a kernel, grouped by library."""
+SASS_HEAD = f" {'sass':>5} {'pre-wait ld':>11} {'wait->ld':>8} {'LDL/STL':>7} {'MATCH':>5}"
+
+
+def sass_columns(s: Any) -> str:
+    """The --sass columns of one kernel ('-' where cuobjdump listed none of that symbol)."""
+    if s is None:
+        return f" {'-':>5} {'-':>11} {'-':>8} {'-':>7} {'-':>5}"
+    to_load = "-" if s.wait_to_load is None else str(s.wait_to_load)
+    pre = str(s.loads_before_wait) if s.waits else "no wait"
+    return f" {s.instructions:>5} {pre:>11} {to_load:>8} {s.local_accesses:>7} {s.convergence_tests:>5}"
+
+
+def render(rows: Sequence[tuple[str, str, Any]], sass: dict[tuple[str, str], Any] | None = None) -> str:
+    """The table: one line a kernel, grouped by library; `sass` (by symbol and arch) adds its columns."""
     head = (
         f"{'library':<28} {'kernel':<72} {'regs':>4} {'CTA':>5} {'CTAs/SM':>7} {'spill st/ld':>11} "
         f"{'stack':>5} {'smem':>6}"
-    )
+    ) + (SASS_HEAD if sass is not None else "")
     lines = [head, "-" * len(head)]
     for _, lib, k in rows:
         ctas = str(k.ctas_per_sm()) if k.threads else "-"
         threads = str(k.threads) if k.threads else "-"
         spill = f"{k.spill_store_bytes}/{k.spill_load_bytes}" + (" SPILL" if k.spills else "")
+        extra = sass_columns(sass.get((k.symbol, k.arch))) if sass is not None else ""
         lines.append(
             f"{lib:<28} {short_name(k.name):<72} {k.registers:>4} {threads:>5} {ctas:>7} {spill:>11} "
-            f"{k.stack_bytes:>5} {k.shared_bytes:>6}"
+            f"{k.stack_bytes:>5} {k.shared_bytes:>6}{extra}"
         )
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from tilefoundry.codegen.cuda.resources import kernel_resources, libraries_of
+    from tilefoundry.codegen.cuda.sass import kernel_sass
 
     args = parse_args(argv)
     try:
@@ -90,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     status = 0
     rows: list[tuple[str, str, Any]] = []
     reached: set[Path] = set()
+    sass: dict[tuple[str, str], Any] | None = {} if args.sass else None
     with build_cache(args.cache_dir):
         builds = Builds(TARGET, args.plan, options=dict(args.option))
         if args.jobs > 0:
@@ -105,11 +125,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if lib not in reached:
                     reached.add(lib)
                     rows += [(case.kernel, lib.stem, k) for k in kernel_resources(lib)]
-    print(render(rows))
+                    if sass is not None:
+                        sass.update({(k.symbol, k.arch): k for k in kernel_sass(lib)})
+    print(render(rows, sass))
     spilled = [k for _, _, k in rows if k.spills]
     print(f"\nkernels: {len(rows)}, libraries: {len(reached)}, spilling: {len(spilled)}")
     if args.json is not None:
         doc = [{"kernel_of": c, "library": lib, **asdict(k)} for c, lib, k in rows]
+        if sass is not None:
+            for entry in doc:
+                found = sass.get((entry["symbol"], entry["arch"]))
+                entry["sass"] = asdict(found) if found is not None else None
         args.json.write_text(json.dumps(doc, indent=1) + "\n")
     return status
 
