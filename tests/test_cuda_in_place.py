@@ -59,7 +59,8 @@ def _source(fn) -> str:
 
 def test_the_cache_update_takes_a_flag_and_counts_the_region_when_it_is_set() -> None:
     """The batch of rope and the update passes the update's flag; its loop over the cache rows counts
-    T from pos when set, 128 from 0 otherwise, and skips a row outside the cache."""
+    T from pos when set, 128 from 0 otherwise, and skips a row outside the cache. pos is read once,
+    before the loop, so its load need not wait behind the loop index's divisions."""
     text = _source(rope_append)
     (flag,) = set(re.findall(r"const bool (\w+_in_place_) = b_out1 == b_cache;", text))
     entry = text[text.index("void rope_append_entry(") :]
@@ -71,7 +72,9 @@ def test_the_cache_update_takes_a_flag_and_counts_the_region_when_it_is_set() ->
         kernel = text[text.index(f"__global__ void __launch_bounds__(256) {name}(") :]
         kernel = kernel[: kernel.index("\n}\n")]
         assert f"bool {flag}, int64_t end0_)" in kernel
-        assert f"const int64_t i2 = {flag} ? (b_pos[0] + i2_r) : i2_r;" in kernel
+        start = "const int64_t k1_cache_update_start_ = b_pos[0];"
+        assert kernel.index(start) < kernel.rindex("for (int64_t lin_ = ")  # the update is second
+        assert f"const int64_t i2 = {flag} ? (k1_cache_update_start_ + i2_r) : i2_r;" in kernel
         assert "if (i2 < 0 || i2 >= int64_t(128LL)) continue;  // outside the tensor" in kernel
 
 

@@ -8,10 +8,11 @@ extent, in the host's work and the kernel's grid-stride loop alike, so the launc
 not the cache's capacity; an index outside [0, extent) is skipped, so a start the index check
 refuses writes nothing, even before the check reports (inside a CUDA-graph capture it traps):
 
+    const int64_t k10_start_ = b_pos[0];
     const int64_t work_ = ((int64_t(2LL) * (k10_in_place_ ? d_tokens : int64_t(128LL))) * int64_t(64LL));
     for (int64_t lin_ = ...) {
       ... const int64_t i2_r = lin__r % ((k10_in_place_ ? d_tokens : int64_t(128LL))); ...
-      const int64_t i2 = k10_in_place_ ? (b_pos[0] + i2_r) : i2_r;
+      const int64_t i2 = k10_in_place_ ? (k10_start_ + i2_r) : i2_r;
       if (i2 < 0 || i2 >= int64_t(128LL)) continue;
       ... the unchanged body ...
 
@@ -62,11 +63,24 @@ class InPlace:
         """The instance variables with the axis loop's replaced by its counter."""
         return [self.counter if i == self.position else n for i, n in enumerate(names)]
 
+    @property
+    def start(self) -> str:
+        """The kernel variable holding the region's start."""
+        return f"{self.kernel.name}_start_"
+
+    def before_loop(self, cx: CExpr) -> list[str]:
+        """Before the instance loop: the region's start, read once. Inside the loop its load (the
+        position tensor's element) came after the loop index's divisions, and ptxas kept it behind
+        their branches; here it leaves right after the PDL wait, and the body's other reads of the
+        same element reuse it. An input of the launch, so it may be read whether or not the flag
+        is set or the thread has work."""
+        return [f"const int64_t {self.start} = {cx(self.kernel.updates[0].start)};"]
+
     def lines(self, cx: CExpr) -> list[str]:
         """After the instance variables: the axis variable, and skipping an index outside the extent."""
-        u, v = self.kernel.updates[0], self.loop.var
+        v = self.loop.var
         return [
-            f"const int64_t {v} = {self.flag} ? ({cx(u.start)} + {self.counter}) : {self.counter};",
+            f"const int64_t {v} = {self.flag} ? ({self.start} + {self.counter}) : {self.counter};",
             f"if ({v} < 0 || {v} >= {cx(self.loop.extent)}) continue;  // outside the tensor",
         ]
 

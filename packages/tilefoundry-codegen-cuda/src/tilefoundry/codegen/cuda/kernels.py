@@ -150,6 +150,7 @@ def _grid_loop(
     total = cx(work(extents))
     step = "stride_" if per_thread == 1 else f"{per_thread} * stride_"
     return [
+        *indent(region.before_loop(cx) if region is not None else [], 1),
         f"  const int64_t work_ = {total};",
         f"  const int64_t stride_ = static_cast<int64_t>({ctas.count}) * {r.threads};",
         f"  for (int64_t lin_ = static_cast<int64_t>({ctas.index}) * {r.threads} + threadIdx.x; "
@@ -273,6 +274,7 @@ def rows_body(program: Program, r: Realization, packed: bool, ctas: Span) -> lis
     if region is not None:  # the lanes of a row skip it together: group reductions stay whole
         extents, names = region.extents(extents), region.names(names)
     out += [
+        *indent(region.before_loop(cx) if region is not None else [], 1),
         f"  const int lane_ = threadIdx.x % {r.group};",
         f"  const int slot_ = threadIdx.x / {r.group};",
         f"  const int64_t rows_ = {cx(work(extents))};",
