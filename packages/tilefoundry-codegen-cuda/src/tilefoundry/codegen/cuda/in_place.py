@@ -72,8 +72,9 @@ class InPlace:
         """Before the instance loop: the region's start, read once. Inside the loop its load (the
         position tensor's element) came after the loop index's divisions, and ptxas kept it behind
         their branches; here it leaves right after the PDL wait, and the body's other reads of the
-        same element reuse it. An input of the launch, so it may be read whether or not the flag
-        is set or the thread has work."""
+        same element reuse it. The planner proved it reads no loop variable and only the kernel's
+        inputs (ir.plan.in_place), so it may be read whether or not the flag is set or the thread
+        has work."""
         return [f"const int64_t {self.start} = {cx(self.kernel.updates[0].start)};"]
 
     def lines(self, cx: CExpr) -> list[str]:
