@@ -43,14 +43,21 @@ def arch_name(major: int, minor: int) -> str:
     return f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
 
 
-def _find_nvcc() -> str | None:
+def toolkit_places(tool: str) -> list[Path]:
+    """Where a CUDA toolkit program is looked for when it is not on PATH: $CUDA_HOME/bin (or
+    $CUDA_PATH/bin), then /usr/local/cuda/bin."""
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    candidates = [Path(home) / "bin" / "nvcc"] if home else []
-    candidates.append(Path("/usr/local/cuda/bin/nvcc"))
-    found = shutil.which("nvcc")
+    return [*([Path(home) / "bin" / tool] if home else []), Path("/usr/local/cuda/bin") / tool]
+
+
+def find_toolkit_program(tool: str, *more: Path) -> str | None:
+    """A CUDA toolkit program (`nvcc`, `cuobjdump`): on PATH, else the first executable of
+    `toolkit_places(tool)` and then `more`."""
+    found = shutil.which(tool)
     if found:
         return found
-    return next((str(c) for c in candidates if c.is_file() and os.access(c, os.X_OK)), None)
+    places = [*toolkit_places(tool), *more]
+    return next((str(c) for c in places if c.is_file() and os.access(c, os.X_OK)), None)
 
 
 def _nvcc_version(nvcc: str) -> str:
@@ -72,7 +79,7 @@ def _gpu() -> tuple[GpuFacts | None, tuple[int, int] | None]:
 @functools.cache
 def cuda_facts() -> CudaFacts:
     """Look for nvcc and a GPU once per process."""
-    nvcc = _find_nvcc()
+    nvcc = find_toolkit_program("nvcc")
     gpu, capability = _gpu()
     version = _nvcc_version(nvcc) if nvcc else ""
     return CudaFacts(nvcc=nvcc, nvcc_version=version, gpu=gpu, capability=capability)

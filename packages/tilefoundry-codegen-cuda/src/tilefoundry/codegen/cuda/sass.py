@@ -16,12 +16,12 @@ on its way.
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from .probe import find_toolkit_program, toolkit_places
 
 # Global loads: plain and non-coherent LDG, cp.async (LDGSTS), bulk copies and TMA loads.
 _GLOBAL_LOAD = re.compile(r"^(?:LDG|LDGSTS|UBLKCP|UTMALDG)\b")
@@ -60,28 +60,20 @@ class KernelSass:
 
 
 def cuobjdump() -> Path:
-    """The cuobjdump to disassemble with: on PATH, in $CUDA_HOME/bin, or the one the triton wheel
-    (a dependency of torch's CUDA builds) carries.
+    """The cuobjdump to disassemble with: where nvcc is looked for (probe.py), else the one the
+    triton wheel (a dependency of torch's CUDA builds) carries.
 
     Raises:
         FileNotFoundError: none of those has it, naming each place looked at.
     """
-    looked = []
-    found = shutil.which("cuobjdump")
-    if found:
-        return Path(found)
-    looked.append("PATH")
-    candidates = []
-    if os.environ.get("CUDA_HOME"):
-        candidates.append(Path(os.environ["CUDA_HOME"]) / "bin" / "cuobjdump")
     spec = importlib.util.find_spec("triton")
-    if spec is not None and spec.origin is not None:
-        candidates.append(Path(spec.origin).parent / "backends" / "nvidia" / "bin" / "cuobjdump")
-    for c in candidates:
-        if c.is_file() and os.access(c, os.X_OK):
-            return c
-        looked.append(str(c))
-    raise FileNotFoundError(f"sass: no cuobjdump found (looked in {', '.join(looked)})")
+    triton = None if spec is None or spec.origin is None else Path(spec.origin).parent
+    bundled = [] if triton is None else [triton / "backends" / "nvidia" / "bin" / "cuobjdump"]
+    found = find_toolkit_program("cuobjdump", *bundled)
+    if found is None:
+        looked = ", ".join(["PATH", *map(str, toolkit_places("cuobjdump")), *map(str, bundled)])
+        raise FileNotFoundError(f"sass: no cuobjdump found (looked in {looked})")
+    return Path(found)
 
 
 def parse_sass(text: str) -> list[KernelSass]:
