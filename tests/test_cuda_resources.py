@@ -60,9 +60,10 @@ def test_the_tool_prints_each_kernel_with_ptxas_figures(reports) -> None:
     doc, printed = reports["plain"]
     packed = _rope_kernels(doc)[PACKED]
     assert {k["library"] for k in doc} == {CASE} and packed.threads == 256 and packed.registers > 0
-    # ptxas's columns, then the SASS ones: instructions, pre-wait loads, wait to load, LDL/STL, MATCH
+    # ptxas's columns, then the SASS ones: instructions, pre-wait loads, wait to load, CALL, LDL/STL,
+    # MATCH
     figures = rf"{packed.registers} +256 +{packed.ctas_per_sm()} +0/0 +0 +0"
-    row = rf"^{CASE} +{PACKED} +{figures} +\d+ +0 +\d+ +0 +0$"
+    row = rf"^{CASE} +{PACKED} +{figures} +\d+ +0 +\d+ +0 +0 +0$"
     assert re.search(row, printed, re.M), printed
     assert f"kernels: {len(doc)}, libraries: 1, spilling: 0" in printed
 
@@ -76,7 +77,7 @@ def test_the_packed_rope_waits_once_then_loads_and_shuffles_without_a_convergenc
     packed = next(k["sass"] for k in doc if k["symbol"] == symbol)
     assert packed["waits"] == 1 and packed["loads_before_wait"] == 0
     assert 0 < packed["wait_to_load"] < 64 < packed["instructions"]
-    assert packed["convergence_tests"] == 0 and packed["local_accesses"] == 0
+    assert packed["convergence_tests"] == 0 and packed["local_accesses"] == 0 and packed["calls_to_load"] == 0
     assert "pre-wait ld" in printed.splitlines()[0]
     assert "sass" not in reports["capped"][0][0]  # asked only of the plain build
 

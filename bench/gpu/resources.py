@@ -11,7 +11,8 @@ kernels as ptxas built them (tilefoundry.codegen.cuda.resources): registers, the
 source declares, the CTAs an SM those registers leave room for, spill and stack bytes, and static
 shared memory. --sass adds what cuobjdump reads off the machine code (tilefoundry.codegen.cuda.sass):
 its instructions, the global loads before the PDL wait, the instructions from that wait to the
-first global load after it, local-memory accesses and convergence tests (MATCH). A library several
+first global load after it and the subroutine calls among them (CALL: a 64-bit division's slow
+path, mostly), local-memory accesses and convergence tests (MATCH). A library several
 cases reach is printed once. Exits 1 when a build fails.
 """
 
@@ -62,16 +63,18 @@ def short_name(name: str, width: int = 72) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-SASS_HEAD = f" {'sass':>5} {'pre-wait ld':>11} {'wait->ld':>8} {'LDL/STL':>7} {'MATCH':>5}"
+SASS_HEAD = f" {'sass':>5} {'pre-wait ld':>11} {'wait->ld':>8} {'CALL':>4} {'LDL/STL':>7} {'MATCH':>5}"
 
 
 def sass_columns(s: Any) -> str:
     """The --sass columns of one kernel ('-' where cuobjdump listed none of that symbol)."""
     if s is None:
-        return f" {'-':>5} {'-':>11} {'-':>8} {'-':>7} {'-':>5}"
+        return f" {'-':>5} {'-':>11} {'-':>8} {'-':>4} {'-':>7} {'-':>5}"
     to_load = "-" if s.wait_to_load is None else str(s.wait_to_load)
     pre = str(s.loads_before_wait) if s.waits else "no wait"
-    return f" {s.instructions:>5} {pre:>11} {to_load:>8} {s.local_accesses:>7} {s.convergence_tests:>5}"
+    calls = "-" if s.wait_to_load is None else str(s.calls_to_load)
+    tail = f"{s.local_accesses:>7} {s.convergence_tests:>5}"
+    return f" {s.instructions:>5} {pre:>11} {to_load:>8} {calls:>4} {tail}"
 
 
 def render(rows: Sequence[tuple[str, str, Any]], sass: dict[tuple[str, str], Any] | None = None) -> str:

@@ -2,7 +2,8 @@
 
 Built with the real nvcc and read with cuobjdump where both are found: a read of settled data
 placed before the PDL wait, the convergence test ptxas puts around a shuffle under a runtime group
-mask (and not around one under the full mask), and a stack array's local accesses."""
+mask (and not around one under the full mask), a 64-bit division's subroutine call between the
+wait and the first load (and none for a 32-bit one), and a stack array's local accesses."""
 
 from __future__ import annotations
 
@@ -42,6 +43,17 @@ __global__ void rows(const float* __restrict__ x, float* __restrict__ y, long n)
 template __global__ void rows<false>(const float*, float*, long);
 template __global__ void rows<true>(const float*, float*, long);
 
+// A row index divided by a run-time extent between the wait and the load: in 64 bits ptxas tests
+// whether both operands fit 32 bits and calls a subroutine where not; in 32 bits it never calls.
+template <class I>
+__global__ void divided(const float* __restrict__ x, float* __restrict__ y, I n) {
+  pdl_begin();
+  I const row = static_cast<I>(blockIdx.x) / n;
+  y[threadIdx.x] = x[row];
+}
+template __global__ void divided<long>(const float*, float*, long);
+template __global__ void divided<unsigned>(const float*, float*, unsigned);
+
 // A table written and read at run-time indices lives on the stack.
 __global__ void stacked(const float* __restrict__ x, const int* __restrict__ at, float* __restrict__ y) {
   float t[64];
@@ -65,6 +77,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, KernelSass]:
     lib = build.build(Sources(target="cuda", files={"m.cu": SOURCE}, entries=()), {}, cache, "sm_90a")
     names = {"_Z7settledPKfS0_Pf": "settled", "_Z7stackedPKfPKiPf": "stacked"}
     names |= {"_Z4rowsILb0EEvPKfPfl": "group", "_Z4rowsILb1EEvPKfPfl": "whole"}
+    names |= {"_Z7dividedIlEvPKfPfT_": "divided64", "_Z7dividedIjEvPKfPfT_": "divided32"}
     return {names[k.symbol]: k for k in kernel_sass(lib.path, "sm_90a") if k.symbol in names}
 
 
@@ -80,6 +93,14 @@ def test_a_runtime_group_mask_costs_a_convergence_test_and_the_full_mask_none(bu
     assert group.convergence_tests >= 1 and whole.convergence_tests == 0
     assert group.waits == whole.waits == 0 and whole.wait_to_load is not None  # from the start
     assert whole.instructions < group.instructions
+
+
+def test_a_64_bit_division_before_the_first_load_calls_a_subroutine_and_a_32_bit_one_none(built) -> None:
+    wide, narrow = built["divided64"], built["divided32"]
+    assert wide.waits == narrow.waits == 1
+    assert wide.calls_to_load >= 1 and narrow.calls_to_load == 0
+    assert narrow.wait_to_load < wide.wait_to_load
+    assert built["settled"].calls_to_load == 0
 
 
 def test_a_runtime_indexed_array_shows_its_local_accesses(built) -> None:
@@ -102,10 +123,12 @@ arch = sm_90a
         /*0050*/                   IMAD R3, R3, 0x4, RZ ;
         /*0060*/                   MATCH.ANY R14, R30 ;
         /*0070*/                   STL [R1], R3 ;
-        /*0080*/                   LDG.E R6, desc[UR4][R2.64] ;
-        /*0090*/                   EXIT ;
-        /*00a0*/                   BRA 0xa0;
-        /*00b0*/                   NOP;
+        /*0080*/                   CALL.REL.NOINC 0xc0 ;
+        /*0090*/                   LDG.E R6, desc[UR4][R2.64] ;
+        /*00a0*/                   EXIT ;
+        /*00b0*/                   BRA 0xb0;
+        /*00c0*/                   RET.REL.NODEC R2 0x0 ;
+        /*00d0*/                   NOP;
 
 Fatbin elf code:
 ================
@@ -130,11 +153,12 @@ def test_the_listing_is_read_per_arch_once_a_symbol_from_the_last_wait() -> None
     """Two waits (the last one counts), a predicated branch, padding NOPs left out, a symbol that a
     second cubin of the same arch holds again listed once, and another arch's copy apart."""
     sm90, sm80 = parse_sass(LISTING)
-    assert (sm90.symbol, sm90.arch, sm90.instructions) == ("_Z1fv", "sm_90a", 11)
-    assert (sm90.waits, sm90.wait_at, sm90.loads_before_wait, sm90.wait_to_load) == (2, 4, 1, 4)
+    assert (sm90.symbol, sm90.arch, sm90.instructions) == ("_Z1fv", "sm_90a", 13)
+    assert (sm90.waits, sm90.wait_at, sm90.loads_before_wait, sm90.wait_to_load) == (2, 4, 1, 5)
+    assert sm90.calls_to_load == 1
     assert (sm90.local_accesses, sm90.convergence_tests) == (1, 1)
     assert (sm80.arch, sm80.instructions, sm80.waits, sm80.wait_at) == ("sm_80", 2, 0, None)
-    assert sm80.wait_to_load == 0  # from the function's start
+    assert sm80.wait_to_load == 0 and sm80.calls_to_load == 0  # from the function's start
 
 
 def test_a_missing_library_is_named(tmp_path) -> None:

@@ -4,9 +4,10 @@ resources.py says what ptxas allotted (registers, spills); this says what it emi
 `cuobjdump -sass` of a built library. The figures are the ones the decode step's latency-bound
 kernels have been judged by: how many instructions a kernel issues between the programmatic
 dependent launch's wait (`griddepcontrol.wait`, SASS `ACQBULK`) and its first global load, how
-many loads it issues before that wait (settled weights), and the local-memory accesses (a stack
-copy or a spill) and convergence tests (`MATCH`: shuffles under a mask ptxas cannot prove whole)
-on its way.
+many loads it issues before that wait (settled weights), the subroutine calls on that way (a
+64-bit division by a run-time value calls one unless both operands fit 32 bits), and the
+local-memory accesses (a stack copy or a spill) and convergence tests (`MATCH`: shuffles under a
+mask ptxas cannot prove whole) on its way.
 
     from tilefoundry.codegen.cuda.sass import kernel_sass
     for k in kernel_sass(library_path):
@@ -44,6 +45,7 @@ class KernelSass:
         loads_before_wait: global loads placed before that last wait (reads of settled data).
         wait_to_load: instructions from the last wait to the first global load after it (from the
             function's start where there is no wait); None where no global load follows.
+        calls_to_load: CALL instructions among those (0 where no global load follows).
         local_accesses: LDL and STL: a stack copy or a spill.
         convergence_tests: MATCH instructions.
     """
@@ -55,6 +57,7 @@ class KernelSass:
     wait_at: int | None
     loads_before_wait: int
     wait_to_load: int | None
+    calls_to_load: int
     local_accesses: int
     convergence_tests: int
 
@@ -109,6 +112,7 @@ def _figures(symbol: str, arch: str, ops: list[str]) -> KernelSass:
         wait_at=wait,
         loads_before_wait=sum(1 for i in loads if wait is not None and i < wait),
         wait_to_load=None if after is None else after - start,
+        calls_to_load=0 if after is None else sum(1 for op in ops[start:after] if op.startswith("CALL")),
         local_accesses=sum(1 for op in ops if _LOCAL.match(op)),
         convergence_tests=sum(1 for op in ops if op.startswith("MATCH")),
     )
