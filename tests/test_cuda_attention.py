@@ -196,6 +196,25 @@ def test_attention_cases_compile_with_nvcc(linked) -> None:
     assert linked.library.is_file() and set(linked.entries) == set(Cases.functions)
 
 
+def test_tensor_core_tiers_reach_their_first_copy_without_a_subroutine_call(linked) -> None:
+    """flash_range / flash_visible divide the head, row and key indices by run-time extents in 32
+    bits (flash_mma_fits bounds them): in 64 bits each division is a range test and a subroutine
+    call, and 8-10 of them stood between every CTA's PDL wait and its first copy. Read off the
+    build's SASS (cuobjdump)."""
+    from tilefoundry.codegen.cuda.sass import cuobjdump, kernel_sass
+
+    try:
+        cuobjdump()
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
+    flash = [k for k in kernel_sass(linked.library) if "flash_" in k.symbol]
+    tiers = {n for k in flash for n in re.findall(r"flash_\w+_kernel", k.symbol)}
+    assert {"flash_mma_kernel", "flash_wgmma_kernel"} <= tiers
+    for k in flash:
+        assert k.waits >= 1 and k.wait_to_load is not None, k.symbol
+        assert k.calls_to_load == 0, (k.symbol, k.arch, k.calls_to_load)
+
+
 # The keys config's two forms and the merge kernel, for one head dim and 16-bit type.
 KEYS_TIER_SOURCE = """
 #include <tilefoundry/runtime/cuda/atoms/attention.cuh>

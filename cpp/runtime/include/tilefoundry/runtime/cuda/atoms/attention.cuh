@@ -234,7 +234,7 @@ inline constexpr int64_t kFlashMinChunk = 128;      // tensor cores: keys per sp
 inline constexpr int kFlashSoloKeys = 128;          // keys tier: this many keys or fewer, split 0 alone
 inline constexpr int kKeysMaxSplits = 16;           // keys tier: splits a row block at most
 inline constexpr int64_t kClusterMaxKeys = 4096;    // keys tier: the cluster form up to this capacity
-inline constexpr int64_t kFlashMaxExtent = 1 << 30; // Sq, Skv: key and row indices stay int
+inline constexpr int64_t kFlashMaxExtent = 1 << 30; // Sq, Skv: key and row indices stay int (and g · Sq)
 
 enum class AttnTier { simt, mma_rows, mma_rows_paired, mma_keys, wgmma_rows };
 
@@ -280,7 +280,8 @@ inline bool flash_mma_fits(AttentionArgs<T, LenT> const& a, int head_dim, Device
   auto is16 = [](void const* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   if constexpr (is_half_v<T>) {
     return (head_dim == 64 || head_dim == 128) && dev.major >= 8 && is16(a.q) && is16(a.k) && is16(a.v) &&
-           is16(a.out) && a.sq < kFlashMaxExtent && a.skv < kFlashMaxExtent && a.batch * a.kv_heads <= 65535;
+           is16(a.out) && a.sq < kFlashMaxExtent && a.skv < kFlashMaxExtent && a.batch * a.kv_heads <= 65535 &&
+           a.heads / a.kv_heads * a.sq <= std::numeric_limits<int32_t>::max();
   } else {
     return false;
   }

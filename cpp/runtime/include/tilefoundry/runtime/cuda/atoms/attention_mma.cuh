@@ -337,27 +337,34 @@ struct FlashRange {
  */
 template <class T, class LenT>
 __device__ inline FlashRange flash_range(AttentionArgs<T, LenT> const& a, int rows, int step, int chunk, int solo) {
+  // Every index divided here fits 32 bits (flash_mma_fits: g · Sq below 2^31, Skv below 2^30,
+  // batch · Hkv a grid dimension), so each division by a run-time extent is one 32-bit sequence:
+  // a 64-bit one is a range test and a subroutine call, and they all lie between the PDL wait and
+  // the first load.
   FlashRange r;
-  int64_t const group = a.heads / a.kv_heads;
-  r.rows_kv = group * a.sq;
-  int64_t const rb = a.causal ? static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x : static_cast<int64_t>(blockIdx.x);
-  r.bk = blockIdx.y;
-  int64_t const b = r.bk / a.kv_heads, hk = r.bk % a.kv_heads;
-  r.rho0 = rb * rows;
-  r.row_base = (b * a.heads + hk * group) * a.sq;
+  uint32_t const kv_heads = static_cast<uint32_t>(a.kv_heads), sq = static_cast<uint32_t>(a.sq);
+  uint32_t const group = static_cast<uint32_t>(a.heads) / kv_heads;
+  uint32_t const bk = blockIdx.y, b = bk / kv_heads, hk = bk - b * kv_heads;
+  r.rows_kv = static_cast<int64_t>(group) * sq;
+  uint32_t const rb = a.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  r.bk = bk;
+  r.rho0 = static_cast<int64_t>(rb) * rows;
+  r.row_base = (static_cast<int64_t>(b) * a.heads + static_cast<int64_t>(hk) * group) * a.sq;
   r.len = kv_length(a.kv_len, a.kv_len_per_batch, b, a.skv);
   // Row i sees keys [0, min(len, i + len - Sq + 1)) when causal (the last query sees the last key).
   int64_t cta_end = r.len;
   if (a.causal) {
-    int64_t const last = (r.rho0 + rows < r.rows_kv ? r.rho0 + rows : r.rows_kv) - 1;
-    int64_t const i_max = r.rho0 / a.sq == last / a.sq ? last % a.sq : a.sq - 1;
+    uint32_t const first = static_cast<uint32_t>(r.rho0);
+    uint32_t const last = static_cast<uint32_t>(r.rho0 + rows < r.rows_kv ? r.rho0 + rows : r.rows_kv) - 1;
+    int64_t const i_max = first / sq == last / sq ? last % sq : sq - 1;
     cta_end = r.len < i_max + r.len - a.sq + 1 ? r.len : i_max + r.len - a.sq + 1;
   }
   r.alone = solo > 0 && cta_end <= solo;
   if (r.alone) {
     chunk = static_cast<int>(cta_end > step ? (cta_end + step - 1) / step * step : step);
   } else if (cta_end > 0) {
-    int64_t const even = ((cta_end + gridDim.z - 1) / gridDim.z + step - 1) / step * step;
+    uint32_t const share = (static_cast<uint32_t>(cta_end) + gridDim.z - 1) / gridDim.z;
+    int64_t const even = (share + step - 1) / step * step;
     chunk = even < chunk ? static_cast<int>(even) : chunk;
   }
   r.k_begin = static_cast<int>(blockIdx.z) * chunk;
@@ -372,7 +379,7 @@ template <class T, class LenT>
 __device__ inline int flash_visible(AttentionArgs<T, LenT> const& a, FlashRange const& r, int64_t rho) {
   int64_t v = r.k_end;
   if (rho < r.rows_kv) {
-    int64_t const i = rho % a.sq;
+    int64_t const i = static_cast<uint32_t>(rho) % static_cast<uint32_t>(a.sq);  // ρ < g · Sq < 2^31
     v = a.causal && i + r.len - a.sq + 1 < r.len ? i + r.len - a.sq + 1 : r.len;
     v = v < r.k_end ? v : r.k_end;
   }
@@ -408,24 +415,6 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
   int const k_begin = cr.k_begin, k_end = cr.k_end;
   bool const alone = cr.alone;
   int const n_steps = (k_end - k_begin + Step - 1) / Step;
-
-  // Each lane's two rows (g, g + 8) of row tile mt see keys below vis[mt][h].
-  int vis[MT][2];
-  int wmin = k_end, wmax = 0;
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      vis[mt][h] = flash_visible(a, cr, rho0 + rg * WR + mt * 16 + g + 8 * h);
-      wmin = min(wmin, vis[mt][h]);
-      wmax = max(wmax, vis[mt][h]);
-    }
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) {
-    wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
-    wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
-  }
 
   // This thread's 16-byte chunks of a K (or V) step: rows r0 + i · kRowStride, column col0.
   constexpr int kRowStride = Cfg::kThreads / kChunks;
@@ -484,6 +473,27 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
       if (s < n_steps) load_step(s, k_begin + s * Step);
       cp_async_commit();
     }
+  }
+  // Each lane's two rows (g, g + 8) of row tile mt see keys below vis[mt][h]: worked out while the
+  // first copies are in flight, not between the PDL wait and them.
+  int vis[MT][2];
+  int wmin = k_end, wmax = 0;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      vis[mt][h] = flash_visible(a, cr, rho0 + rg * WR + mt * 16 + g + 8 * h);
+      wmin = min(wmin, vis[mt][h]);
+      wmax = max(wmax, vis[mt][h]);
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) {
+    wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
+    wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
+  }
+
+  if (n_steps > 0) {
     cp_async_wait<Stages - 1>();  // the Q group has landed
     __syncthreads();
     if constexpr (Cfg::kQInRegs) {

@@ -198,22 +198,6 @@ flash_wgmma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
   int const k_begin = cr.k_begin, k_end = cr.k_end;
   int const n_steps = (k_end - k_begin + Step - 1) / Step;
 
-  // This thread's two rows (g, g + 8 of its warp's 16) see keys below vis[h]; its warpgroup's
-  // rows all see keys below wmin, and none at or past wmax.
-  int vis[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) vis[h] = flash_visible(a, cr, cr.rho0 + warp * 16 + g + 8 * h);
-  int wmin = min(vis[0], vis[1]), wmax = max(vis[0], vis[1]);
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) {
-    wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
-    wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
-  }
-  if (lane == 0) {
-    bounds[warp * 2] = wmin;
-    bounds[warp * 2 + 1] = wmax;
-  }
-
   // 16 threads a 256-byte row, rows r0 + 16 i: each thread's chunk of a tile is one swizzled
   // offset plus 2048 bytes a row step (r % 8 stays r0 % 8).
   int const r0 = tid / 16, c0 = tid % 16;
@@ -258,6 +242,23 @@ flash_wgmma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
       }
     }
   }
+  // This thread's two rows (g, g + 8 of its warp's 16) see keys below vis[h]; its warpgroup's
+  // rows all see keys below wmin, and none at or past wmax. Worked out while the first copies
+  // are in flight, not between the PDL wait and them.
+  int vis[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) vis[h] = flash_visible(a, cr, cr.rho0 + warp * 16 + g + 8 * h);
+  int wmin = min(vis[0], vis[1]), wmax = max(vis[0], vis[1]);
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) {
+    wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
+    wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
+  }
+  if (lane == 0) {
+    bounds[warp * 2] = wmin;
+    bounds[warp * 2 + 1] = wmax;
+  }
+
   __syncthreads();  // the bounds
   wmin = min(min(bounds[wg * 8], bounds[wg * 8 + 2]), min(bounds[wg * 8 + 4], bounds[wg * 8 + 6]));
   wmax = max(max(bounds[wg * 8 + 1], bounds[wg * 8 + 3]), max(bounds[wg * 8 + 5], bounds[wg * 8 + 7]));
