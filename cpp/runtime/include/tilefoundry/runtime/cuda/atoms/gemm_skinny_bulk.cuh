@@ -136,16 +136,25 @@ gemm_skinny_bulk(T const* __restrict__ A, __grid_constant__ Rows const rows, int
     pdl_trigger();
     if (!rows.settled) pdl_wait();
     if (lane == 0) {
-      int64_t it = 0;
-      for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++it) {
-        int const st = static_cast<int>(it % stages);
-        if (it >= stages) bulk_barrier_wait(&empty[st], static_cast<uint32_t>((it / stages - 1) & 1));
+      // Stage st of round `phase` (its parity); from the second round on, a stage is refilled
+      // once the consumers have read it in the round before. Counters, not it % stages: a
+      // division by the run-time stage count is a 64-bit subroutine.
+      int st = 0;
+      uint32_t phase = 0;
+      bool refill = false;
+      for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+        if (refill) bulk_barrier_wait(&empty[st], phase ^ 1u);
         auto const [s, begin, N] = rows.template member<G>(u * RU);
         bulk_barrier_expect(&full[st], static_cast<uint32_t>(G * unit * sizeof(T)));
 #pragma unroll
         for (int g = 0; g < G; ++g) {
           bulk_copy(ring + (st * G + g) * unit, rows.B[G == 1 ? s : g] + (u * RU - begin) * K,
                     static_cast<uint32_t>(unit * sizeof(T)), &full[st]);
+        }
+        if (++st == stages) {
+          st = 0;
+          phase ^= 1u;
+          refill = true;
         }
       }
     }
@@ -155,10 +164,10 @@ gemm_skinny_bulk(T const* __restrict__ A, __grid_constant__ Rows const rows, int
   int const r = warp / WPR, part = warp % WPR;
   int64_t const slice = K / WPR;  // a multiple of 8 (skinny_bulk_plan, gemm_skinny.cuh)
   T const* const a = A + part * slice;
-  int64_t it = 0;
-  for (int64_t u = blockIdx.x; u < units; u += gridDim.x, ++it) {
-    int const st = static_cast<int>(it % stages);
-    bulk_barrier_wait(&full[st], static_cast<uint32_t>((it / stages) & 1));
+  int st = 0;  // the stage and its round's parity, as the producer counts them
+  uint32_t phase = 0, odd = 0;  // odd: which of the two partial buffers this iteration uses
+  for (int64_t u = blockIdx.x; u < units; u += gridDim.x, odd ^= 1u) {
+    bulk_barrier_wait(&full[st], phase);
     T const* const b = ring + st * G * unit + r * K + part * slice;
     float acc[G] = {};
 #pragma unroll 4
@@ -176,6 +185,10 @@ gemm_skinny_bulk(T const* __restrict__ A, __grid_constant__ Rows const rows, int
     }
     __syncwarp();
     if (lane == 0) bulk_barrier_arrive(&empty[st]);  // the stage is read: the producer may refill it
+    if (++st == stages) {
+      st = 0;
+      phase ^= 1u;
+    }
 #pragma unroll
     for (int g = 0; g < G; ++g) {
 #pragma unroll
@@ -191,7 +204,7 @@ gemm_skinny_bulk(T const* __restrict__ A, __grid_constant__ Rows const rows, int
         out(s, int64_t(0), n, N, c);
       }
     } else {
-      float* const p = parts + (it & 1) * kBulkWarps * G;  // two buffers: one barrier an iteration
+      float* const p = parts + odd * kBulkWarps * G;  // two buffers: one barrier an iteration
       if (lane == 0) {
 #pragma unroll
         for (int g = 0; g < G; ++g) p[warp * G + g] = acc[g];
