@@ -18,6 +18,7 @@ import torch
 
 import tilefoundry
 from tilefoundry.codegen.cuda.resources import kernel_resources
+from tilefoundry.codegen.cuda.sass import cuobjdump, kernel_sass
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, func, module, tf
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -72,6 +73,21 @@ def test_the_skinny_kernels_keep_their_row_tables_out_of_local_memory(built) -> 
     skinny = [k for k in kernel_resources(linked) if k.identifier.startswith("gemm_skinny")]
     assert {k.identifier for k in skinny} >= {"gemm_skinny_nk", "gemm_skinny_tc"}
     assert [(k.name, k.stack_bytes) for k in skinny if k.stack_bytes or k.spills] == []
+
+
+def test_the_skinny_kernels_reach_their_first_load_without_a_subroutine_call(built) -> None:
+    """No 64-bit division by a run-time value between a skinny kernel's PDL wait and its first load:
+    the bulk-copy GEMV counts its ring's stage and phase, where `it % stages` and `it / stages` by
+    the run-time stage count were range tests and subroutine calls each iteration (read off the
+    SASS with cuobjdump)."""
+    try:
+        cuobjdump()
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
+    skinny = [k for k in kernel_sass(built[0].library) if "gemm_skinny" in k.symbol]
+    kinds = {kind for k in skinny for kind in ("nk", "tc", "bulk") if f"gemm_skinny_{kind}" in k.symbol}
+    assert kinds == {"nk", "tc", "bulk"}
+    assert [(k.symbol, k.calls_to_load) for k in skinny if k.calls_to_load or k.wait_to_load is None] == []
 
 
 def test_gemms_sharing_a_are_one_grouped_call(built) -> None:

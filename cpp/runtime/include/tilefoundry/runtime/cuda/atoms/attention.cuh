@@ -234,7 +234,7 @@ inline constexpr int64_t kFlashMinChunk = 128;      // tensor cores: keys per sp
 inline constexpr int kFlashSoloKeys = 128;          // keys tier: this many keys or fewer, split 0 alone
 inline constexpr int kKeysMaxSplits = 16;           // keys tier: splits a row block at most
 inline constexpr int64_t kClusterMaxKeys = 4096;    // keys tier: the cluster form up to this capacity
-inline constexpr int64_t kFlashMaxExtent = 1 << 30; // Sq, Skv: key and row indices stay int (and g · Sq)
+inline constexpr int64_t kFlashMaxExtent = 1 << 30; // Sq, Skv: key and row indices stay int
 
 enum class AttnTier { simt, mma_rows, mma_rows_paired, mma_keys, wgmma_rows };
 

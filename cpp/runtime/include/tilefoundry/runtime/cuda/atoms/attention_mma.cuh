@@ -338,9 +338,9 @@ struct FlashRange {
 template <class T, class LenT>
 __device__ inline FlashRange flash_range(AttentionArgs<T, LenT> const& a, int rows, int step, int chunk, int solo) {
   // Every index divided here fits 32 bits (flash_mma_fits: g · Sq below 2^31, Skv below 2^30,
-  // batch · Hkv a grid dimension), so each division by a run-time extent is one 32-bit sequence:
-  // a 64-bit one is a range test and a subroutine call, and they all lie between the PDL wait and
-  // the first load.
+  // batch · Hkv a grid dimension), so each division by a run-time extent is one 32-bit sequence.
+  // A 64-bit one is a range test and, where an operand does not fit 32 bits, a subroutine call,
+  // and they all lie between the PDL wait and the first load.
   FlashRange r;
   uint32_t const kv_heads = static_cast<uint32_t>(a.kv_heads), sq = static_cast<uint32_t>(a.sq);
   uint32_t const group = static_cast<uint32_t>(a.heads) / kv_heads;
