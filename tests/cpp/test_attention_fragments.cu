@@ -521,6 +521,25 @@ void test_merge_empty_splits() {
 
 }  // namespace
 
+/// AttnBlockRows places row ρ of (batch b, q heads from h0) where AttnOutRows places its whole-call
+/// row (b · Hq + h0) · Sq + ρ, in both orders, on random shapes up to the bound the tensor-core tiers
+/// keep (g · Sq below 2^31), with batch offsets past 2^32 rows.
+void test_block_rows() {
+  std::mt19937_64 rng(20261207);
+  std::uniform_int_distribution<int> pick(0, 1 << 20);
+  bf16* const base = nullptr;
+  for (int n = 0; n < 4000; ++n) {
+    int64_t const kv_heads = 1 + pick(rng) % 8, g = 1 + pick(rng) % 8, heads = kv_heads * g;
+    int64_t const sq = n % 4 == 0 ? 1 : 1 + (static_cast<int64_t>(pick(rng)) << 6) % ((int64_t{1} << 31) / g);
+    int64_t const batch = 1 + pick(rng) % 64, b = pick(rng) % batch, h0 = (pick(rng) % kv_heads) * g;
+    int64_t const rho = (static_cast<int64_t>(pick(rng)) << 11 | pick(rng)) % (g * sq);
+    for (bool bshd : {false, true}) {
+      AttnOutRows<bf16> const rows{base, heads, sq, bshd};
+      CHECK(rows.block(b, h0).row(rho, 128) == rows.row((b * heads + h0) * sq + rho, 128));
+    }
+  }
+}
+
 int main() {
   tf_test::run_group("attention_emulator", test_emulator_matches_gpu_tested_x2);
   tf_test::run_group("attention_scores", test_scores);
@@ -533,5 +552,6 @@ int main() {
   tf_test::run_group("attention_wgmma_layout", test_wgmma_layout);
   tf_test::run_group("attention_merge_orders_agree", test_merge_orders_agree);
   tf_test::run_group("attention_merge_empty_splits", test_merge_empty_splits);
+  tf_test::run_group("attention_block_rows", test_block_rows);
   return tf_test::check_summary();
 }

@@ -237,6 +237,7 @@ ATTENTION_GROUPS = [
     ("attention_wgmma_layout", "wgmma tier: swizzled tiles are conflict-free bijections; descriptor fields"),
     ("attention_merge_orders_agree", "the cluster merge folds as the merge kernel, bit for bit, near f64"),
     ("attention_merge_empty_splits", "empty splits (m = -inf, l = 0) change nothing; a row nobody saw is 0"),
+    ("attention_block_rows", "a (batch, kv head) block's rows land where the call's row numbering puts them"),
 ]
 
 

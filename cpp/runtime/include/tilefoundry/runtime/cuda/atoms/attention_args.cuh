@@ -22,6 +22,23 @@
 
 namespace tilefoundry::atoms {
 
+/// The output rows of one (batch b, kv head) block: ρ = (h - h0) · Sq + i for its q heads h0,
+/// h0 + 1, ... The tensor-core tiers bound ρ below 2^31 (flash_mma_fits), so a row is placed with
+/// one 32-bit division instead of AttnOutRows::row's two 64-bit ones.
+template <class T>
+struct AttnBlockRows {
+  T* out;
+  int64_t heads, sq, b, h0;
+  bool bshd;
+
+  __host__ __device__ T* row(int64_t rho, int d) const {
+    if (!bshd) return out + ((b * heads + h0) * sq + rho) * d;
+    uint32_t const q = static_cast<uint32_t>(rho) / static_cast<uint32_t>(sq);
+    uint32_t const i = static_cast<uint32_t>(rho) - q * static_cast<uint32_t>(sq);
+    return out + ((b * sq + i) * heads + h0 + q) * d;
+  }
+};
+
 /// Where the rows of out lie (layout above): row r = (b * Hq + h) * Sq + i of head dim d.
 template <class T>
 struct AttnOutRows {
@@ -34,6 +51,8 @@ struct AttnOutRows {
     int64_t const bh = r / sq, i = r % sq;
     return out + ((bh / heads * sq + i) * heads + bh % heads) * d;
   }
+  /// The rows of batch b whose q heads start at h0 (a kv head's group).
+  __host__ __device__ AttnBlockRows<T> block(int64_t b, int64_t h0) const { return {out, heads, sq, b, h0, bshd}; }
 };
 
 /// What one attention call computes; pointers are compact row-major, q (B, Hq, Sq, D), k and v

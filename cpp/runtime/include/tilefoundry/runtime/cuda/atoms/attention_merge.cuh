@@ -178,11 +178,11 @@ attention_merge(AttnPartials part, AttnOutRows<T> out, int splits, SoloRows<LenT
  * @brief The in-cluster merge: every CTA of the calling cluster (rank = split) parked the partial
  * of the same `rows` rows at the same shared-memory offsets; writes those rows of `out`.
  * @param acc (rows, D) unnormalized accumulators; @param ml (rows, 2) max m (log2 units) and sum l
- * @param out out's rows (each 8-byte aligned, in 4-column pieces); @param row0 the block's first row
+ * @param out the block's rows of out (each 8-byte aligned, in 4-column pieces); @param rho0 its first row ρ
  * Every thread of every CTA must call it (two cluster barriers), whatever its chunk held.
  */
 template <class T, int D, int Threads>
-__device__ inline void cluster_merge(float const* acc, float const* ml, int rows, AttnOutRows<T> out, int64_t row0) {
+__device__ inline void cluster_merge(float const* acc, float const* ml, int rows, AttnBlockRows<T> out, int64_t rho0) {
   static_assert(sizeof(T) == 2 && D % 4 == 0, "attention cluster merge: 16-bit outputs in 4-column pieces");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int S = kClusterMaxSplits;
@@ -214,11 +214,11 @@ __device__ inline void cluster_merge(float const* acc, float const* ml, int rows
     uint32_t bits[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) bits[k] = cast<T>(merge_output(sum[k], total)).raw();
-    *reinterpret_cast<uint2*>(out.row(row0 + r, D) + c) = make_uint2(bits[0] | bits[1] << 16, bits[2] | bits[3] << 16);
+    *reinterpret_cast<uint2*>(out.row(rho0 + r, D) + c) = make_uint2(bits[0] | bits[1] << 16, bits[2] | bits[3] << 16);
   }
   cluster.sync();  // no CTA exits while a peer still reads its shared memory
 #else
-  (void)acc, (void)ml, (void)rows, (void)out, (void)row0;
+  (void)acc, (void)ml, (void)rows, (void)out, (void)rho0;
   __trap();  // the host launches the cluster form only where this module's sm_90 code runs
 #endif
 }

@@ -319,6 +319,7 @@ __device__ __forceinline__ void flash_slice(FlashWarpState<D, MT>& w, T const* q
 /// works on: its block of rows ρ of one (batch, kv head) and its split's share of the keys.
 struct FlashRange {
   int64_t bk;        ///< b · Hkv + hk (blockIdx.y)
+  int64_t b, h0;     ///< the batch, and the first q head of kv head hk: hk · g
   int64_t rows_kv;   ///< rows ρ sharing the kv head: g · Sq
   int64_t rho0;      ///< the block's first ρ
   int64_t row_base;  ///< q / out row of ρ = 0
@@ -348,8 +349,10 @@ __device__ inline FlashRange flash_range(AttentionArgs<T, LenT> const& a, int ro
   r.rows_kv = static_cast<int64_t>(group) * sq;
   uint32_t const rb = a.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   r.bk = bk;
+  r.b = b;
+  r.h0 = static_cast<int64_t>(hk) * group;
   r.rho0 = static_cast<int64_t>(rb) * rows;
-  r.row_base = (static_cast<int64_t>(b) * a.heads + static_cast<int64_t>(hk) * group) * a.sq;
+  r.row_base = (r.b * a.heads + r.h0) * a.sq;
   r.len = kv_length(a.kv_len, a.kv_len_per_batch, b, a.skv);
   // Row i sees keys [0, min(len, i + len - Sq + 1)) when causal (the last query sees the last key).
   int64_t cta_end = r.len;
@@ -545,6 +548,7 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
                 "attention tensor-core tier: the parked cluster partial must fit beside the combine buffer");
   static_assert((Cfg::kWarps * WR * (CP + 2)) % 4 == 0, "attention tensor-core tier: parked rows 16-byte aligned");
   float* const mine = cmb + warp * WR * CP;
+  AttnBlockRows<T> const out = a.out_rows().block(cr.b, cr.h0);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -596,7 +600,7 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
     if (alone || (!Cluster && gridDim.z == 1)) {
       float const inv = ll > 0.0f ? 1.0f / ll : 0.0f;
       uint2 const packed = make_uint2(pack_half2<T>(acc.x * inv, acc.y * inv), pack_half2<T>(acc.z * inv, acc.w * inv));
-      *reinterpret_cast<uint2*>(a.out_rows().row(orow, D) + c4) = packed;
+      *reinterpret_cast<uint2*>(out.row(rho0 + r, D) + c4) = packed;
     } else if (Cluster) {
       *reinterpret_cast<float4*>(park_acc + r * D + c4) = acc;
       if (c4 == 0) {
@@ -614,7 +618,7 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
   }
   if constexpr (Cluster) {  // every CTA but a solo cluster's gets here, an empty chunk's with m = -inf, l = 0
     int const rows = static_cast<int>(rows_kv - rho0 < Cfg::kRows ? rows_kv - rho0 : Cfg::kRows);
-    if (!alone) cluster_merge<T, D, Cfg::kThreads>(park_acc, park_ml, rows, a.out_rows(), row_base + rho0);
+    if (!alone) cluster_merge<T, D, Cfg::kThreads>(park_acc, park_ml, rows, out, rho0);
   }
 }
 

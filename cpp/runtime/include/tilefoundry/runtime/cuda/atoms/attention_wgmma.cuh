@@ -359,7 +359,7 @@ flash_wgmma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
     for (int i = 0; i < Rows * D / 8 / Cfg::kThreads; ++i) {
       int const idx = tid + i * Cfg::kThreads, r = idx / (D / 8), c8 = (idx % (D / 8)) * 8;
       if (cr.rho0 + r >= cr.rows_kv) continue;
-      *reinterpret_cast<uint4*>(a.out_rows().row(cr.row_base + cr.rho0 + r, D) + c8) =
+      *reinterpret_cast<uint4*>(a.out_rows().block(cr.b, cr.h0).row(cr.rho0 + r, D) + c8) =
           *reinterpret_cast<uint4 const*>(ob + r * OP + c8);
     }
   } else {
