@@ -243,6 +243,17 @@ def require_nvcc() -> None:
         pytest.skip("cuda cannot compile here: " + "; ".join(get_target("cuda").availability.reasons))
 
 
+def require_cuobjdump() -> None:
+    """Skip the calling test or fixture when no cuobjdump is found to read SASS with, naming where
+    it was looked for."""
+    from tilefoundry.codegen.cuda.sass import cuobjdump
+
+    try:
+        cuobjdump()
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
+
+
 def cuda_source(fn: Function, options: Mapping[str, object]) -> str:
     """The CUDA translation unit codegen-cuda writes for `fn` alone under `options` (not built)."""
     from tilefoundry.codegen.cuda import emit as cuda_emit

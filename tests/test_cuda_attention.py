@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 import tilefoundry
-from tilefoundry.codegen.cuda.sass import cuobjdump, kernel_sass
+from tilefoundry.codegen.cuda.sass import kernel_sass
 from tilefoundry.dsl import DimVar, Tensor, bf16, f16, f32, func, i32, i64, module, tf
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -202,10 +202,7 @@ def test_tensor_core_tiers_reach_their_first_copy_without_a_subroutine_call(link
     bits (flash_mma_fits bounds them): in 64 bits each division is a range test and a subroutine
     call, and 8-10 of them stood between every CTA's PDL wait and its first copy. Read off the
     build's SASS (cuobjdump)."""
-    try:
-        cuobjdump()
-    except FileNotFoundError as err:
-        pytest.skip(str(err))
+    cat.require_cuobjdump()
     flash = [k for k in kernel_sass(linked.library) if "flash_" in k.symbol]
     tiers = {n for k in flash for n in re.findall(r"flash_\w+_kernel", k.symbol)}
     assert {"flash_mma_kernel", "flash_wgmma_kernel"} <= tiers

@@ -16,11 +16,10 @@ from pathlib import Path
 import pytest
 
 from tilefoundry.codegen.cuda.resources import KernelResources
-from tilefoundry.codegen.cuda.sass import cuobjdump
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from catalogue_programs import require_nvcc
+from catalogue_programs import require_cuobjdump, require_nvcc
 
 from bench.gpu import resources
 
@@ -34,10 +33,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[list[di
     """The tool's JSON and printed table for the bench's head_norm_rope case (H200 shapes), built
     plain (with the SASS columns) and with grid_ctas_per_sm=8, each into a fresh cache."""
     require_nvcc()
-    try:
-        cuobjdump()
-    except FileNotFoundError as err:
-        pytest.skip(str(err))
+    require_cuobjdump()
     found = {}
     for name, options in (("plain", ["--sass"]), ("capped", ["--option", "grid_ctas_per_sm=8"])):
         out = tmp_path_factory.mktemp(name)

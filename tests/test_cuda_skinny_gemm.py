@@ -18,7 +18,7 @@ import torch
 
 import tilefoundry
 from tilefoundry.codegen.cuda.resources import kernel_resources
-from tilefoundry.codegen.cuda.sass import cuobjdump, kernel_sass
+from tilefoundry.codegen.cuda.sass import kernel_sass
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, bf16, func, module, tf
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -80,10 +80,7 @@ def test_the_skinny_kernels_reach_their_first_load_without_a_subroutine_call(bui
     the bulk-copy GEMV counts its ring's stage and phase, where `it % stages` and `it / stages` by
     the run-time stage count were range tests and subroutine calls each iteration (read off the
     SASS with cuobjdump)."""
-    try:
-        cuobjdump()
-    except FileNotFoundError as err:
-        pytest.skip(str(err))
+    cat.require_cuobjdump()
     skinny = [k for k in kernel_sass(built[0].library) if "gemm_skinny" in k.symbol]
     kinds = {kind for k in skinny for kind in ("nk", "tc", "bulk") if f"gemm_skinny_{kind}" in k.symbol}
     assert kinds == {"nk", "tc", "bulk"}
