@@ -355,11 +355,12 @@ flash_wgmma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
       *reinterpret_cast<uint32_t*>(ob + (row_w + 8 * h) * OP + col) = pack_half2<T>(o[i] * inv[h], o[i + 1] * inv[h]);
     }
     __syncthreads();
+    AttnBlockRows<T> const out = a.out_rows().block(cr.b, cr.h0);
 #pragma unroll
     for (int i = 0; i < Rows * D / 8 / Cfg::kThreads; ++i) {
       int const idx = tid + i * Cfg::kThreads, r = idx / (D / 8), c8 = (idx % (D / 8)) * 8;
       if (cr.rho0 + r >= cr.rows_kv) continue;
-      *reinterpret_cast<uint4*>(a.out_rows().block(cr.b, cr.h0).row(cr.rho0 + r, D) + c8) =
+      *reinterpret_cast<uint4*>(out.row(cr.rho0 + r, D) + c8) =
           *reinterpret_cast<uint4 const*>(ob + r * OP + c8);
     }
   } else {
