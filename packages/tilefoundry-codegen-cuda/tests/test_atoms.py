@@ -203,3 +203,17 @@ def test_b_is_not_settled_where_a_running_kernel_may_write_it(cuda_source, fn, o
     assert "e.cuda(gemm" in source
     assert "B settled" not in source, why
     assert "stream_, true)" not in source and ", true};" not in source, why
+
+
+def test_settled_buffers_are_unwritten_entry_parameters_behind_a_launch_of_the_program(sched) -> None:
+    """settled.py: w and g are entry parameters no kernel writes, the normed x and w * 2 (the
+    transposed copy that reads w) temporaries; every kernel but the first has one before it."""
+    from tilefoundry.codegen.cuda.settled import launches_before, unwritten_params
+
+    p = sched(scaled_weight)
+    params = [b for b in p.params if b.name in ("w", "g")]
+    assert len(params) == 2 and len(p.temps) == 2
+    assert unwritten_params(p, params)
+    assert not any(unwritten_params(p, [*params, t]) for t in p.temps)
+    first, *rest = p.kernels
+    assert not launches_before(p, first) and all(launches_before(p, k) for k in rest)

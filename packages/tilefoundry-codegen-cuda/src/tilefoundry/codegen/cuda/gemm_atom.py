@@ -46,6 +46,7 @@ from .gemm_prologue import construct, group_init, realized_prologue, staged_flag
 from .kernels import dim_names, functor_name, kernel_args, kernel_params
 from .realize import Realization
 from .serial import SerialCode
+from .settled import launches_before, unwritten_params
 
 # Macros a generated source defines before including the runtime, per atom-name prefix: the
 # sm90 collective is compiled only into modules that use it.
@@ -408,23 +409,14 @@ def _prologue_args(program: Program, r: Realization) -> tuple[list[str], str]:
 
 
 def b_settled(program: Program, atom: AtomCall) -> bool:
-    """Whether no kernel that may still run when the call starts writes any of its B (module doc)."""
-    if atom.operands[0] not in program.temps or not _launch_before(program, atom.prologue):
+    """Whether no kernel that may still run when the call starts writes any of its B (module doc;
+    settled.py): with no prologue, the kernel writing A launches before the call; a prologue the
+    atom applies does not launch, so a kernel before it must."""
+    if atom.operands[0] not in program.temps:
         return False
-    bs = [m.b for m in gemm_members(atom)]
-    written = any(b in k.writes for k in program.kernels for b in bs)
-    return not written and all(b in program.params for b in bs)
-
-
-def _launch_before(program: Program, prologue: Kernel | None) -> bool:
-    """Whether one of the program's own launches always precedes the call: with no prologue, the
-    kernel writing A does; a prologue the atom applies does not launch, so a kernel before it
-    must, one that is no prologue (an epilogue's GEMM launches before the epilogue would)."""
-    if prologue is None:
-        return True
-    kernels = list(program.kernels)
-    prologues = {id(k.body.prologue) for k in kernels if isinstance(k.body, AtomCall)}
-    return any(id(k) not in prologues for k in kernels[: kernels.index(prologue)])
+    if atom.prologue is not None and not launches_before(program, atom.prologue):
+        return False
+    return unwritten_params(program, (m.b for m in gemm_members(atom)))
 
 
 SETTLED_NOTE = "  // B settled (weights no kernel here writes; A written here): read before the PDL wait"
