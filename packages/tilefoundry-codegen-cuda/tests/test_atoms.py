@@ -176,6 +176,11 @@ def normed_linear(x: Tensor[(T, 64), bf16], g: ConstTensor[(64,), bf16], w: Cons
 
 
 @func
+def normed_activation(x: Tensor[(T, 64), bf16], g: ConstTensor[(64,), bf16], y: Tensor[(128, 64), bf16]):
+    return tf.rms_norm(x, g, eps=1e-6) @ tf.transpose(y, (1, 0))
+
+
+@func
 def scaled_weight(x: Tensor[(T, 64), bf16], g: ConstTensor[(64,), bf16], w: ConstTensor[(128, 64), bf16]):
     return tf.rms_norm(x, g, eps=1e-6) @ tf.transpose(w * 2.0, (1, 0))
 
@@ -195,6 +200,7 @@ def test_a_weight_after_the_program_s_own_kernel_is_settled(cuda_source) -> None
         (linear, {}, "A is the entry's x: the launch before the call may be the caller's, writing w"),
         (scaled_weight, {}, "B is a temporary the program writes"),
         (normed_linear, {"gemm_fusion": "all"}, "a prologue stages A: the norm may not launch"),
+        (normed_activation, {}, "B is a plain Tensor: another module still running may be writing it"),
     ],
 )
 def test_b_is_not_settled_where_a_running_kernel_may_write_it(cuda_source, fn, options, why: str) -> None:
@@ -205,15 +211,16 @@ def test_b_is_not_settled_where_a_running_kernel_may_write_it(cuda_source, fn, o
     assert "stream_, true)" not in source and ", true};" not in source, why
 
 
-def test_settled_buffers_are_unwritten_entry_parameters_behind_a_launch_of_the_program(sched) -> None:
-    """settled.py: w and g are entry parameters no kernel writes, the normed x and w * 2 (the
-    transposed copy that reads w) temporaries; every kernel but the first has one before it."""
-    from tilefoundry.codegen.cuda.settled import launches_before, unwritten_params
+def test_settled_buffers_are_unwritten_weights_behind_a_launch_of_the_program(sched) -> None:
+    """settled.py: w and g are ConstTensor entry parameters no kernel writes; x is an entry
+    parameter too but a plain Tensor, and the normed x and w * 2 (the transposed copy that reads w)
+    are temporaries; every kernel but the first has one of the program's own before it."""
+    from tilefoundry.codegen.cuda.settled import launches_before, settled_weights
 
     p = sched(scaled_weight)
-    params = [b for b in p.params if b.name in ("w", "g")]
-    assert len(params) == 2 and len(p.temps) == 2
-    assert unwritten_params(p, params)
-    assert not any(unwritten_params(p, [*params, t]) for t in p.temps)
+    weights = [b for b in p.params if b.name in ("w", "g")]
+    assert len(weights) == 2 and len(p.temps) == 2 and p.constants == {"w", "g"}
+    assert settled_weights(p, weights)
+    assert not any(settled_weights(p, [*weights, b]) for b in (*p.temps, *p.params) if b not in weights)
     first, *rest = p.kernels
     assert not launches_before(p, first) and all(launches_before(p, k) for k in rest)

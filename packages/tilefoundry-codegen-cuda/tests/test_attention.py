@@ -161,7 +161,7 @@ def test_stale_out_layout_is_refused_and_the_launch_passes_the_region_s(sched) -
     k = next(k for k in p.kernels if k.form == "attention")
     (r,) = realize_kernel("heads_side_by_side", k, arch_catalog("sm_90a"), {})
     launch = atoms.launch(p, r, CExpr({"P": "d_P"}))
-    assert launch[1].endswith("0.125f, true, /*out_bshd=*/true, /*len_settled=*/false};")
+    assert launch[1].endswith("0.125f, true, /*out_bshd=*/true};")
     r.body.params["out_bshd"] = Const(0)
     with pytest.raises(
         PlanError,
@@ -169,47 +169,6 @@ def test_stale_out_layout_is_refused_and_the_launch_passes_the_region_s(sched) -
         r"the atom's out layout is not the one the region stores",
     ):
         atoms.emit_device(p, r)
-
-
-@func
-def scaled_q_cached(
-    q: Tensor[(1, 4, 1, 128), bf16],
-    k: Tensor[(1, 4, P, 128), bf16],
-    v: Tensor[(1, 4, P, 128), bf16],
-    n: Tensor[(1,), i64],
-):
-    return tf.attention(q * 2.0, k, v, causal=True, kv_len=n)
-
-
-@pytest.mark.parametrize(
-    ("fn", "settled", "why"),
-    [
-        (scaled_q_cached, True, "the scale's kernel launches first and nothing writes the entry's n"),
-        (cached_i64, True, "the index checks of n launch first and write no n"),
-        (gqa, False, "no kv_len: every key is valid"),
-    ],
-)
-def test_kv_len_is_read_before_the_wait_only_where_nothing_running_writes_it(
-    cuda_source, fn, settled: bool, why: str
-) -> None:
-    """settled.py: the launch passes len_settled, and the decode tier reads kv_len before its
-    programmatic-launch wait, only for an entry parameter no kernel writes behind a launch of the
-    program's own."""
-    source = cuda_source(fn)
-    (line,) = [x for x in source.splitlines() if "const AttentionArgs<" in x]
-    assert line.endswith(f"/*len_settled=*/{'true' if settled else 'false'}}};"), why
-
-
-def test_the_keys_kernel_waits_after_its_range_only_for_a_settled_kv_len() -> None:
-    """attention_mma.cuh: the wait comes first unless kv_len is settled, and then right after the
-    key range is worked out, before any copy of q, k or v."""
-    text = MMA_HEADER.read_text()
-    body = text[text.index("flash_mma_kernel(AttentionArgs") :]
-    first_wait = body.index("if (!a.len_settled) pdl_wait();")
-    rng = body.index("FlashRange const cr = flash_range(")
-    late_wait = body.index("if (a.len_settled) pdl_wait();")
-    first_copy = body.index("cp_async_16(")
-    assert body.index("pdl_trigger();") < first_wait < rng < late_wait < first_copy
 
 
 ATOMS_DIR = Path(__file__).resolve().parents[3] / "cpp/runtime/include/tilefoundry/runtime/cuda/atoms"

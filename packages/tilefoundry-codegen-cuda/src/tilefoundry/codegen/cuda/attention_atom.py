@@ -15,7 +15,6 @@ from .atoms import AtomKind, register
 from .attention import atom_blocker, match_attention
 from .options import ATTENTION_WARP_ROWS
 from .realize import Realization
-from .settled import launches_before, unwritten_params
 
 PREFIX = "cuda_attention_"
 
@@ -54,13 +53,10 @@ def _attention_launch(program: Program, r: Realization, cx: CExpr) -> list[str]:
     # out's rows in (B, Sq, Hq, D) order: the stores of a folded reshape(transpose(o)) copy
     bshd = "true" if p["out_bshd"] == Const(1) else "false"
     d = q.shape[3]
-    # kv_len read before the programmatic-launch wait where nothing still running writes it
-    settled = bool(kv_len) and launches_before(program, r.kernel) and unwritten_params(program, kv_len)
-    len_settled = "true" if settled else "false"
     return [
         f"{{  // {atom.atom}: flash attention, online softmax over K/V tiles",
         f"  const AttentionArgs<{t}, {length}> a_{{{cname(q)}, {cname(k)}, {cname(v)}, {cname(out)}, {lens}, "
-        f"{extents}, {cx(p['scale'])}, {causal}, /*out_bshd=*/{bshd}, /*len_settled=*/{len_settled}}};",
+        f"{extents}, {cx(p['scale'])}, {causal}, /*out_bshd=*/{bshd}}};",
         f"  const size_t ws_bytes_ = attention_workspace_bytes(a_, {d});",
         "  DeviceScratch<unsigned char> ws_(e, static_cast<int64_t>(ws_bytes_), stream_);",
         f"  e.cuda(attention<{d}, {p['stages'].value}>(a_, ws_.ptr, stream_), "

@@ -10,8 +10,9 @@ K-major), which must be the proved region's and is passed to the runtime as `Gem
 group of GEMMs sharing A (`ir.plan.gemm_groups`) is one `gemm_group` call; every member's region
 is re-proved.
 
-B is "settled" (`GemmGroup::b_settled`, gemm's last argument) when every B is an entry parameter
-no kernel of the program writes and A is a temporary some kernel of the program writes (with a
+B is "settled" (`GemmGroup::b_settled`, gemm's last argument; settled.py) when every B is a
+ConstTensor entry parameter (a weight) no kernel of the program writes and A is a temporary some
+kernel of the program writes (with a
 prologue the atom may apply, a kernel before that one, so that something of the program always
 launches before the call): the launch before the call is then the program's own and writes no B,
 so the skinny tier may read B's first packs before the programmatic-launch wait, while the kernel
@@ -46,7 +47,7 @@ from .gemm_prologue import construct, group_init, realized_prologue, staged_flag
 from .kernels import dim_names, functor_name, kernel_args, kernel_params
 from .realize import Realization
 from .serial import SerialCode
-from .settled import launches_before, unwritten_params
+from .settled import launches_before, settled_weights
 
 # Macros a generated source defines before including the runtime, per atom-name prefix: the
 # sm90 collective is compiled only into modules that use it.
@@ -416,7 +417,7 @@ def b_settled(program: Program, atom: AtomCall) -> bool:
         return False
     if atom.prologue is not None and not launches_before(program, atom.prologue):
         return False
-    return unwritten_params(program, (m.b for m in gemm_members(atom)))
+    return settled_weights(program, (m.b for m in gemm_members(atom)))
 
 
 SETTLED_NOTE = "  // B settled (weights no kernel here writes; A written here): read before the PDL wait"

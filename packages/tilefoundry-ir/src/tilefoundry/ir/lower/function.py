@@ -311,4 +311,6 @@ def lower_to_tile(part: Partition) -> Program:
         _copy_kernel(len(kernels) + i, src, dst, reserved) for i, (src, dst) in enumerate(copies)
     ]
     params = inputs + tuple(outputs)
-    return Program(fn.name, params, len(outputs), tuple(temps), tuple(kernels), _dim_bindings(fn, params))
+    dims = _dim_bindings(fn, params)
+    constants = frozenset(p.name for p in fn.weights)
+    return Program(fn.name, params, len(outputs), tuple(temps), tuple(kernels), dims, constants=constants)

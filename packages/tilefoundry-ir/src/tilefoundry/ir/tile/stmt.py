@@ -367,6 +367,8 @@ class Program:
         dims: how each DimVar is read from the parameters.
         stage: "candidate" or "scheduled".
         notes: function-level planning notes (Scheduled form).
+        constants: names of the entry parameters declared ConstTensor (weights): constant while
+            the program runs, and written by nothing in flight when it is called.
     """
 
     name: str
@@ -378,6 +380,7 @@ class Program:
     stage: str = "candidate"
     notes: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    constants: frozenset[str] = frozenset()
 
     @property
     def inputs(self) -> tuple[Buffer, ...]:

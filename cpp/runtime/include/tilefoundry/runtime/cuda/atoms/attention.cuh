@@ -43,9 +43,7 @@
 // The plan (attention_plan) decides the tier, the splits and the way; attention_workspace_bytes
 // and attention() read the same plan. Every kernel here opens with pdl_begin() and launches with
 // programmatic dependent launch (launch_kernel, launch.cuh; the cluster launch sets the same
-// attribute), so on sm_90 its launch overlaps the tail of the kernel before it. The mma kernel
-// with a settled kv_len (AttentionArgs::len_settled) lets the next launch start, reads kv_len
-// and works out its key range, then waits: the splits a solo block leaves idle exit at once.
+// attribute), so on sm_90 its launch overlaps the tail of the kernel before it.
 //
 // SIMT kernel. CTA: 4 warps = 4 query rows. Per 32-key tile, lane j scores key j (16-byte reads
 // of a padded K row), the warp updates its row's (m, l) with shuffles, and lanes own D / 32

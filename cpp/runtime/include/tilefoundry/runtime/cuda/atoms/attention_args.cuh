@@ -69,11 +69,6 @@ struct AttentionArgs {
   float scale;
   bool causal;
   bool out_bshd = false;  ///< out's rows in (B, Sq, Hq, D) order
-  /// No kernel that may still run when the call starts writes kv_len (an entry parameter of the
-  /// caller's program that none of its kernels writes, with a launch of the program before this
-  /// one): the decode tier reads it, and works out its key range, before the programmatic-launch
-  /// wait, so that the range is known when the kernel before (rope and the cache update) ends.
-  bool len_settled = false;
 
   __host__ __device__ AttnOutRows<T> out_rows() const { return {out, heads, sq, out_bshd}; }
 };

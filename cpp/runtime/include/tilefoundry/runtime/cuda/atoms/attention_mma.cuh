@@ -399,8 +399,7 @@ __device__ inline int flash_visible(AttentionArgs<T, LenT> const& a, FlashRange 
 template <class T, class LenT, class Cfg, bool Cluster>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int solo) {
-  pdl_trigger();
-  if (!a.len_settled) pdl_wait();
+  pdl_begin();
   constexpr int D = Cfg::kD, P = Cfg::kPitch, CP = Cfg::kCPitch, Keys = Cfg::kKeys, Step = Cfg::kStepKeys;
   constexpr int MT = Cfg::kMTiles, WR = Cfg::kWarpRows;
   constexpr int Stages = Cfg::kStages, kChunks = D / 8;  // 16-byte chunks per row
@@ -414,8 +413,7 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
   int const g = lane / 4, t = lane % 4;
 
   FlashRange const cr = flash_range(a, Cfg::kRows, Step, chunk, solo);
-  if (cr.alone && blockIdx.z != 0) return;  // reads nothing; split 0 of the block waits
-  if (a.len_settled) pdl_wait();            // q, k and v may be the kernel before's outputs
+  if (cr.alone && blockIdx.z != 0) return;
   int64_t const rows_kv = cr.rows_kv, rho0 = cr.rho0, row_base = cr.row_base, bk = cr.bk;
   int const k_begin = cr.k_begin, k_end = cr.k_end;
   bool const alone = cr.alone;

@@ -11,8 +11,8 @@
 //
 // Only kernels that open with `pdl_begin()` may be launched through `launch_kernel`: one
 // without the wait would race its predecessor. The one exception is reading memory no kernel
-// that may still run writes (the skinny GEMM's weights, decode attention's kv_len, when the
-// caller vouches for them) before it. PDL is used only on sm_90+ devices running code
+// that may still run writes (the skinny GEMM's weights when the caller vouches for them) before
+// it. PDL is used only on sm_90+ devices running code
 // of this module built for sm_90+ (an sm_80 build has the wait compiled out), and not when
 // TILEFOUNDRY_CUDA_PDL=0 (for profiling); otherwise `launch_kernel` is a plain stream-ordered
 // launch. CUDA-graph capture records the programmatic edges (CUDA 12.3+), so replayed steps
