@@ -12,11 +12,10 @@ is re-proved.
 
 B is "settled" (`GemmGroup::b_settled`, gemm's last argument; settled.py) when every B is a
 ConstTensor entry parameter (a weight) no kernel of the program writes and A is a temporary some
-kernel of the program writes (with a
-prologue the atom may apply, a kernel before that one, so that something of the program always
-launches before the call): the launch before the call is then the program's own and writes no B,
-so the skinny tier may read B's first packs before the programmatic-launch wait, while the kernel
-before it (attention, a norm) still runs.
+kernel of the program writes (with a prologue the atom may apply, a kernel before that one, so
+that something of the program always launches before the call): the launch before the call is
+then the program's own and writes no B, so the skinny tier may read B's first packs before the
+programmatic-launch wait, while the kernel before it (attention, a norm) still runs.
 """
 
 from __future__ import annotations
