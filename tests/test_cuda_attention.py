@@ -200,8 +200,8 @@ def test_attention_cases_compile_with_nvcc(linked) -> None:
 def test_tensor_core_tiers_reach_their_first_copy_without_a_subroutine_call(linked) -> None:
     """flash_range / flash_visible divide the head, row and key indices by run-time extents in 32
     bits (flash_mma_fits bounds them): in 64 bits each division is a range test and a subroutine
-    call, and 8-10 of them stood between every CTA's PDL wait and its first copy. Read off the
-    build's SASS (cuobjdump)."""
+    call, and 8-10 of them stood between every CTA's PDL wait and its first copy. The mma kernels
+    read kv_len before the wait. Read off the build's SASS (cuobjdump)."""
     cat.require_cuobjdump()
     flash = [k for k in kernel_sass(linked.library) if "flash_" in k.symbol]
     tiers = {n for k in flash for n in re.findall(r"flash_\w+_kernel", k.symbol)}
@@ -209,6 +209,10 @@ def test_tensor_core_tiers_reach_their_first_copy_without_a_subroutine_call(link
     for k in flash:
         assert k.waits >= 1 and k.wait_to_load is not None, k.symbol
         assert k.calls_to_load == 0, (k.symbol, k.arch, k.calls_to_load)
+        # the mma kernels with a kv_len read it before the wait (a guess checked after it)
+        length = re.search(r"flash_mma_kernelIN7cutlass\d+\w+?_tE([vil])", k.symbol)
+        if length is not None and length.group(1) != "v":
+            assert k.loads_before_wait >= 1, (k.symbol, k.arch)
 
 
 # The keys config's two forms and the merge kernel, for one head dim and 16-bit type.
@@ -393,6 +397,43 @@ def test_decode_with_short_mid_and_full_kv_len_on_gpu(request, build: str, name:
             for lens in cases:
                 where = f"{build} build at Sq={sq}, Skv={skv}, kv_len={lens}"
                 _run_and_check(f, name, _decode_inputs(name, sq, skv, lens, gen), where)
+
+
+@func
+def counted_decode(
+    q: Tensor[(1, 8, 1, 128), bf16],
+    k: Tensor[(1, 2, 2048, 128), bf16],
+    v: Tensor[(1, 2, 2048, 128), bf16],
+    lens: Tensor[(1, 2), i64],
+):
+    return tf.attention(q, k, v, causal=True, kv_len=tf.reduce(lens, 1, False, "max"))
+
+
+@pytest.mark.gpu
+def test_decode_behind_the_kernel_writing_its_kv_len_on_gpu(tmp_path_factory) -> None:
+    """kv_len written by the launch before attention's index checks (a reduction): the keys tier's
+    guess, read before its PDL wait, may be the last call's value, and a stale guess must give way
+    to the value after the wait. Called back to back with kv_len changing every time (solo and
+    split ranges, 1 to 2048 keys), each result against sdpa."""
+    from tilefoundry.runtime.loader import load_linked_module
+
+    f = load_linked_module(_compile(counted_decode, tmp_path_factory, None)[0], "counted_decode")
+    gen = torch.Generator().manual_seed(29)
+    q = torch.randn(1, 8, 1, 128, generator=gen).to(torch.bfloat16).cuda()
+    k, v = (torch.randn(1, 2, 2048, 128, generator=gen).to(torch.bfloat16).cuda() for _ in "kv")
+    sequence = [1, 700, 5, 2048, 128, 129, 1500, 64, 2047, 3] * 3
+    lens = [torch.tensor([[n, n // 2]], dtype=torch.int64).cuda() for n in sequence]
+    outs = [torch.full_like(q, float("nan")) for _ in sequence]
+    for x, out in zip(lens, outs, strict=True):
+        f(q, k, v, x, out)  # queued back to back: no host wait between the calls
+    torch.cuda.synchronize()
+    tol = TOLERANCE[torch.bfloat16]
+    for n, out in zip(sequence, outs, strict=True):
+        ref = reference(q, k, v, causal=True, scale=None, kv_len=torch.tensor([n]))
+        what = f"kv_len {n} written by the kernel before"
+        torch.testing.assert_close(
+            out.float().cpu(), ref, atol=tol, rtol=tol, msg=lambda m, what=what: f"{what}: {m}"
+        )
 
 
 @pytest.mark.gpu

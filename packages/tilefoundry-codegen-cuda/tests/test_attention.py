@@ -175,6 +175,30 @@ ATOMS_DIR = Path(__file__).resolve().parents[3] / "cpp/runtime/include/tilefound
 MMA_HEADER = ATOMS_DIR / "attention_mma.cuh"
 
 
+def test_the_keys_kernel_guesses_kv_len_before_its_wait_and_checks_it_after() -> None:
+    """attention_mma.cuh: kv_len is read before the PDL wait and the key range worked out from it
+    there; after the wait kv_len is read again, the first copies go out, and only then is the guess
+    checked, a stale one draining its copies and taking the range from the value after the wait."""
+    text = MMA_HEADER.read_text()
+    body = text[text.index("flash_mma_kernel(AttentionArgs") :]
+    order = [
+        "pdl_trigger();",
+        "int64_t const guess = flash_len(a);",
+        "FlashRange cr = flash_range(a, Cfg::kRows, Step, chunk, solo, guess);",
+        'asm volatile("" ::"r"(k_begin), "r"(k_end), "r"(n_steps)',
+        "pdl_wait();",
+        "int64_t const len = flash_len(a);",
+        "first_copies();",
+        "if (len != guess) {",
+        "cp_async_wait<0>();",
+        "cr = flash_range(a, Cfg::kRows, Step, chunk, solo, len);",
+        "if (alone && blockIdx.z != 0) return;",
+    ]
+    at = [body.index(x) for x in order]
+    assert at == sorted(at), [x for x, i in zip(order, at, strict=True) if i != sorted(at)[order.index(x)]]
+    assert "pdl_begin();" not in body[: body.index("cp_async_wait<Stages - 1>")]
+
+
 def test_warp_rows_option_defines_the_rows_config_where_attention_is_called(cuda_source) -> None:
     """attention_warp_rows=16 or 32 defines TILEFOUNDRY_FLASH_WARP_ROWS before the runtime's include
     in a module that calls the attention atom, and no wgmma tier; "auto" (the default), and a module

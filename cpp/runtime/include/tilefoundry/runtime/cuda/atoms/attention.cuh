@@ -43,7 +43,9 @@
 // The plan (attention_plan) decides the tier, the splits and the way; attention_workspace_bytes
 // and attention() read the same plan. Every kernel here opens with pdl_begin() and launches with
 // programmatic dependent launch (launch_kernel, launch.cuh; the cluster launch sets the same
-// attribute), so on sm_90 its launch overlaps the tail of the kernel before it.
+// attribute), so on sm_90 its launch overlaps the tail of the kernel before it. The mma kernel
+// reads kv_len before its wait too, as a guess it checks after the wait once its first copies
+// are out, so its key range is ready when the kernel before ends.
 //
 // SIMT kernel. CTA: 4 warps = 4 query rows. Per 32-key tile, lane j scores key j (16-byte reads
 // of a padded K row), the warp updates its row's (m, l) with shuffles, and lanes own D / 32

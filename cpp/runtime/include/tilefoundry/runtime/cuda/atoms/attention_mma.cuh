@@ -328,16 +328,24 @@ struct FlashRange {
   bool alone;  ///< solo: split 0 takes every key alone, and the other splits leave
 };
 
+/// The valid keys of this CTA's batch: kv_len's entry, clamped (kv_length).
+template <class T, class LenT>
+__device__ inline int64_t flash_len(AttentionArgs<T, LenT> const& a) {
+  uint32_t const b = blockIdx.y / static_cast<uint32_t>(a.kv_heads);  // batch · Hkv is a grid dimension
+  return kv_length(a.kv_len, a.kv_len_per_batch, b, a.skv);
+}
+
 /**
  * @brief The row block and key range of this CTA (grid: row blocks, batch · Hkv, splits; causal
  *        launches each head's last, heaviest, row block first).
  * The splits share the keys the row block sees at run time (the same for every split of it): an
  * even share each, in whole steps of `step`, never more than the capacity's `chunk` the plan
  * passed. At a short kv_len each split with keys takes one step and the rest none, or, while the
- * block sees at most `solo` keys (solo > 0), split 0 all of them.
+ * block sees at most `solo` keys (solo > 0), split 0 all of them. `len`: flash_len's value.
  */
 template <class T, class LenT>
-__device__ inline FlashRange flash_range(AttentionArgs<T, LenT> const& a, int rows, int step, int chunk, int solo) {
+__device__ inline FlashRange flash_range(AttentionArgs<T, LenT> const& a, int rows, int step, int chunk, int solo,
+                                         int64_t len) {
   // Every index divided here fits 32 bits (flash_mma_fits: g · Sq below 2^31, Skv below 2^30,
   // batch · Hkv a grid dimension), so each division by a run-time extent is one 32-bit sequence.
   // A 64-bit one is a range test and, where an operand does not fit 32 bits, a subroutine call,
@@ -353,7 +361,7 @@ __device__ inline FlashRange flash_range(AttentionArgs<T, LenT> const& a, int ro
   r.h0 = static_cast<int64_t>(hk) * group;
   r.rho0 = static_cast<int64_t>(rb) * rows;
   r.row_base = (r.b * a.heads + r.h0) * a.sq;
-  r.len = kv_length(a.kv_len, a.kv_len_per_batch, b, a.skv);
+  r.len = len;
   // Row i sees keys [0, min(len, i + len - Sq + 1)) when causal (the last query sees the last key).
   int64_t cta_end = r.len;
   if (a.causal) {
@@ -399,7 +407,12 @@ __device__ inline int flash_visible(AttentionArgs<T, LenT> const& a, FlashRange 
 template <class T, class LenT, class Cfg, bool Cluster>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int solo) {
-  pdl_begin();
+  // kv_len is read before the PDL wait, as a guess the key range and the first copies start
+  // from, and again after it (a kernel still running may be writing it): the second read is
+  // checked only once the copies are out, so no load stands between the wait and them. A stale
+  // guess drops its copies and starts again from the value after the wait.
+  pdl_trigger();
+  int64_t const guess = flash_len(a);
   constexpr int D = Cfg::kD, P = Cfg::kPitch, CP = Cfg::kCPitch, Keys = Cfg::kKeys, Step = Cfg::kStepKeys;
   constexpr int MT = Cfg::kMTiles, WR = Cfg::kWarpRows;
   constexpr int Stages = Cfg::kStages, kChunks = D / 8;  // 16-byte chunks per row
@@ -412,12 +425,16 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
   int const rg = warp % Cfg::kRowWarps, kw = warp / Cfg::kRowWarps;
   int const g = lane / 4, t = lane % 4;
 
-  FlashRange const cr = flash_range(a, Cfg::kRows, Step, chunk, solo);
-  if (cr.alone && blockIdx.z != 0) return;
-  int64_t const rows_kv = cr.rows_kv, rho0 = cr.rho0, row_base = cr.row_base, bk = cr.bk;
-  int const k_begin = cr.k_begin, k_end = cr.k_end;
-  bool const alone = cr.alone;
-  int const n_steps = (k_end - k_begin + Step - 1) / Step;
+  FlashRange cr = flash_range(a, Cfg::kRows, Step, chunk, solo, guess);
+  int64_t const rows_kv = cr.rows_kv, rho0 = cr.rho0, row_base = cr.row_base, bk = cr.bk;  // whatever the length
+  int k_begin = cr.k_begin, k_end = cr.k_end;
+  bool alone = cr.alone;
+  int n_steps = (k_end - k_begin + Step - 1) / Step;
+  // An empty statement that uses the range before the wait, so it is worked out there: nvcc
+  // otherwise sinks the arithmetic past the wait, onto the path from the wait to the first copy.
+  asm volatile("" ::"r"(k_begin), "r"(k_end), "r"(n_steps), "l"(rho0), "l"(row_base), "l"(bk));
+  pdl_wait();
+  int64_t const len = flash_len(a);
 
   // This thread's 16-byte chunks of a K (or V) step: rows r0 + i · kRowStride, column col0.
   constexpr int kRowStride = Cfg::kThreads / kChunks;
@@ -463,7 +480,8 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
   uint32_t const flip = a.scale < 0.0f ? 0x80008000u : 0u;  // both halves' sign bits
   T const* const qt = qs + rg * WR * P + ldm_q_offset(lane, P);  // this lane's Q rows (first tile)
 
-  if (n_steps > 0) {
+  auto first_copies = [&] {  // Q, then the first Stages - 1 steps, each a commit group
+    if (n_steps == 0 || (alone && blockIdx.z != 0)) return;
     T const* const qg = a.q + (row_base + rho0 + r0) * D + col0;
 #pragma unroll
     for (int i = 0; i < Cfg::kRows / kRowStride; ++i) {
@@ -476,7 +494,18 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
       if (s < n_steps) load_step(s, k_begin + s * Step);
       cp_async_commit();
     }
+  };
+  first_copies();
+  if (len != guess) {  // each thread's copies land in its own chunks: drain them, then copy again
+    cp_async_wait<0>();
+    cr = flash_range(a, Cfg::kRows, Step, chunk, solo, len);
+    k_begin = cr.k_begin;
+    k_end = cr.k_end;
+    alone = cr.alone;
+    n_steps = (k_end - k_begin + Step - 1) / Step;
+    first_copies();
   }
+  if (alone && blockIdx.z != 0) return;  // solo: split 0 takes the block's keys
   // Each lane's two rows (g, g + 8) of row tile mt see keys below vis[mt][h]: worked out while the
   // first copies are in flight, not between the PDL wait and them.
   int vis[MT][2];
