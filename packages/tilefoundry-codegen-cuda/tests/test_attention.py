@@ -177,18 +177,20 @@ MMA_HEADER = ATOMS_DIR / "attention_mma.cuh"
 
 def test_the_keys_kernel_guesses_kv_len_before_its_wait_and_checks_it_after() -> None:
     """attention_mma.cuh: kv_len is read before the PDL wait and the key range worked out from it
-    there; after the wait kv_len is read again, the first copies go out, and only then is the guess
-    checked, a stale one draining its copies and taking the range from the value after the wait."""
+    there; after the wait kv_len is read again, the first copies go out, and only then is the second
+    read taken up (an empty asm statement keeps its clamp below the copies) and the guess checked, a
+    stale one draining its copies and taking the range from the value after the wait."""
     text = MMA_HEADER.read_text()
     body = text[text.index("flash_mma_kernel(AttentionArgs") :]
     order = [
         "pdl_trigger();",
-        "int64_t const guess = flash_len(a);",
+        "int64_t const guess = kv_clamp(flash_entry(a), a.skv);",
         "FlashRange cr = flash_range(a, Cfg::kRows, Step, chunk, solo, guess);",
-        'asm volatile("" ::"r"(k_begin), "r"(k_end), "r"(n_steps)',
         "pdl_wait();",
-        "int64_t const len = flash_len(a);",
+        "int64_t len = flash_entry(a);",
         "first_copies();",
+        'asm volatile("" : "+l"(len));',
+        "len = kv_clamp(len, a.skv);",
         "if (len != guess) {",
         "cp_async_wait<0>();",
         "cr = flash_range(a, Cfg::kRows, Step, chunk, solo, len);",

@@ -77,16 +77,23 @@ namespace detail {
 
 inline constexpr float kLog2e = 1.4426950408889634f;
 
-/// Keys of batch b that are valid: kv_len's entry clamped to [0, skv], or skv without kv_len.
+/// Batch b's kv_len entry as stored, or skv without kv_len (kv_length clamps it).
 template <class LenT>
-__device__ inline int64_t kv_length(LenT const* kv_len, bool per_batch, int64_t b, int64_t skv) {
+__device__ inline int64_t kv_entry(LenT const* kv_len, bool per_batch, int64_t b, int64_t skv) {
   if constexpr (std::is_same_v<LenT, void>) {
     return skv;
   } else {
-    if (kv_len == nullptr) return skv;
-    int64_t const n = static_cast<int64_t>(kv_len[per_batch ? b : 0]);
-    return n < 0 ? 0 : (n > skv ? skv : n);
+    return kv_len == nullptr ? skv : static_cast<int64_t>(kv_len[per_batch ? b : 0]);
   }
+}
+
+/// An entry clamped to [0, skv]: the keys that are valid.
+__device__ inline int64_t kv_clamp(int64_t n, int64_t skv) { return n < 0 ? 0 : (n > skv ? skv : n); }
+
+/// Keys of batch b that are valid: kv_len's entry clamped to [0, skv], or skv without kv_len.
+template <class LenT>
+__device__ inline int64_t kv_length(LenT const* kv_len, bool per_batch, int64_t b, int64_t skv) {
+  return kv_clamp(kv_entry(kv_len, per_batch, b, skv), skv);
 }
 
 /// Where split-KV partials go (layout above); rows = batch · heads · Sq.

@@ -328,11 +328,11 @@ struct FlashRange {
   bool alone;  ///< solo: split 0 takes every key alone, and the other splits leave
 };
 
-/// The valid keys of this CTA's batch: kv_len's entry, clamped (kv_length).
+/// This CTA's batch's kv_len entry as stored (kv_entry); kv_clamp gives its valid keys.
 template <class T, class LenT>
-__device__ inline int64_t flash_len(AttentionArgs<T, LenT> const& a) {
+__device__ inline int64_t flash_entry(AttentionArgs<T, LenT> const& a) {
   uint32_t const b = blockIdx.y / static_cast<uint32_t>(a.kv_heads);  // batch · Hkv is a grid dimension
-  return kv_length(a.kv_len, a.kv_len_per_batch, b, a.skv);
+  return kv_entry(a.kv_len, a.kv_len_per_batch, b, a.skv);
 }
 
 /**
@@ -341,7 +341,7 @@ __device__ inline int64_t flash_len(AttentionArgs<T, LenT> const& a) {
  * The splits share the keys the row block sees at run time (the same for every split of it): an
  * even share each, in whole steps of `step`, never more than the capacity's `chunk` the plan
  * passed. At a short kv_len each split with keys takes one step and the rest none, or, while the
- * block sees at most `solo` keys (solo > 0), split 0 all of them. `len`: flash_len's value.
+ * block sees at most `solo` keys (solo > 0), split 0 all of them. `len`: the batch's valid keys.
  */
 template <class T, class LenT>
 __device__ inline FlashRange flash_range(AttentionArgs<T, LenT> const& a, int rows, int step, int chunk, int solo,
@@ -412,7 +412,7 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
   // checked only once the copies are out, so no load stands between the wait and them. A stale
   // guess drops its copies and starts again from the value after the wait.
   pdl_trigger();
-  int64_t const guess = flash_len(a);
+  int64_t const guess = kv_clamp(flash_entry(a), a.skv);
   constexpr int D = Cfg::kD, P = Cfg::kPitch, CP = Cfg::kCPitch, Keys = Cfg::kKeys, Step = Cfg::kStepKeys;
   constexpr int MT = Cfg::kMTiles, WR = Cfg::kWarpRows;
   constexpr int Stages = Cfg::kStages, kChunks = D / 8;  // 16-byte chunks per row
@@ -426,15 +426,12 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
   int const g = lane / 4, t = lane % 4;
 
   FlashRange cr = flash_range(a, Cfg::kRows, Step, chunk, solo, guess);
+  pdl_wait();
+  int64_t len = flash_entry(a);
   int64_t const rows_kv = cr.rows_kv, rho0 = cr.rho0, row_base = cr.row_base, bk = cr.bk;  // whatever the length
   int k_begin = cr.k_begin, k_end = cr.k_end;
   bool alone = cr.alone;
   int n_steps = (k_end - k_begin + Step - 1) / Step;
-  // An empty statement that uses the range before the wait, so it is worked out there: nvcc
-  // otherwise sinks the arithmetic past the wait, onto the path from the wait to the first copy.
-  asm volatile("" ::"r"(k_begin), "r"(k_end), "r"(n_steps), "l"(rho0), "l"(row_base), "l"(bk));
-  pdl_wait();
-  int64_t const len = flash_len(a);
 
   // This thread's 16-byte chunks of a K (or V) step: rows r0 + i · kRowStride, column col0.
   constexpr int kRowStride = Cfg::kThreads / kChunks;
@@ -496,6 +493,10 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
     }
   };
   first_copies();
+  // An empty statement that may change len: its load is taken up here, once the first copies are
+  // out, and not by the clamp, which nvcc would otherwise hoist above them.
+  asm volatile("" : "+l"(len));
+  len = kv_clamp(len, a.skv);
   if (len != guess) {  // each thread's copies land in its own chunks: drain them, then copy again
     cp_async_wait<0>();
     cr = flash_range(a, Cfg::kRows, Step, chunk, solo, len);

@@ -194,7 +194,7 @@ flash_wgmma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk) {
 
   int const tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = warp / 4;
   int const g = lane / 4, t = lane % 4;
-  FlashRange const cr = flash_range(a, Rows, Step, chunk, 0, flash_len(a));
+  FlashRange const cr = flash_range(a, Rows, Step, chunk, 0, kv_clamp(flash_entry(a), a.skv));
   int const k_begin = cr.k_begin, k_end = cr.k_end;
   int const n_steps = (k_end - k_begin + Step - 1) / Step;
 
