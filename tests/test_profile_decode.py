@@ -1,6 +1,7 @@
 """bench/models/profile_decode.py without a GPU: a replayed step's busy time and per-kernel marginal time."""
 
 import random
+import statistics
 import sys
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.models.profile_decode import marginal_table, step_boundary, step_busy
+from bench.models.profile_decode import launch_chain, marginal_table, step_boundary, step_busy
 
 
 def _chain(rng: random.Random, lo: float) -> tuple[list[tuple[str, float, float]], float]:
@@ -67,3 +68,26 @@ def test_the_boundary_table_is_the_median_step_with_the_idle_time_before_each_ev
     assert [r[1] for r in rows] == pytest.approx([a - start for _, a, _ in events])
     assert [r[3] for r in rows[:3]] == [0.0, 0.0, 0.0]  # PDL overlap is no idle time
     assert rows[3][3] == pytest.approx(events[3][1] - events[2][2])
+
+
+def test_the_chain_gives_each_launch_its_median_marginal_in_launch_order() -> None:
+    """Two layers a step (a, b, c, d twice): each kernel's per-launch marginal is the median over
+    every launch of it, and the rows follow the median step's first launches."""
+    rng = random.Random()
+    steps, lo = [], rng.uniform(0, 100)
+    for _ in range(5):
+        first, end = _chain(rng, lo)
+        second, end = _chain(rng, end)
+        hi = end + rng.uniform(1, 5)
+        steps.append((lo, hi, first + second))
+        lo = hi
+    rows = launch_chain(steps)
+    assert [(name, n) for name, _, n in rows] == [("a", 2), ("b", 2), ("c", 2), ("d", 2)]
+    added = {name: [] for name in "abcd"}
+    for start, _, events in steps:
+        end = start
+        for name, _, b in events:
+            added[name].append(max(0.0, b - end))
+            end = max(end, b)
+    for name, us, _ in rows:
+        assert us == pytest.approx(statistics.median(added[name]))

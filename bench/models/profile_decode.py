@@ -3,7 +3,9 @@
 Writes (or reuses) the Qwen3-1.7B-shaped checkpoint of generate_qwen3.py, opens it on the cuda
 target, runs a few eager decode steps (no CUDA graph, so every launch is traced) and prints each
 kernel's total and per-step time, its launches per step, and the step's kernel time against
-its weight-streaming floor at the given bandwidth:
+its weight-streaming floor at the given bandwidth; then, for graph-replayed steps, each kernel's
+marginal time, the chain of launches in step order (what each launch adds to the step's end) and
+the stretch from the LM head to the next step's first kernels:
 
     python bench/models/profile_decode.py --out /tmp/qwen3 [--steps 8] [--top 25] [--tb-s 4.1] [--no-pdl]
         [--option batch_launches=False] [--option "gemm_fusion='epilogues'"] [--compile-only]
@@ -126,6 +128,22 @@ def marginal_table(steps: list[Step]) -> list[tuple[str, float, float, int]]:
     return sorted(rows, key=lambda r: -r[1])
 
 
+def launch_chain(steps: list[Step]) -> list[tuple[str, float, int]]:
+    """(kernel, median marginal us a launch, launches a step), in the order the median step first
+    launches each: a decoder layer's chain, read off once (how far each launch moves the step's
+    end past every launch before it, as in marginal_table, but per launch and in step order)."""
+    per_launch: dict[str, list[float]] = defaultdict(list)
+    for lo, _, step in steps:
+        end = lo
+        for name, _, b in step:
+            per_launch[name].append(max(0.0, b - end))
+            end = max(end, b)
+    _, _, median = sorted(steps, key=lambda s: s[1] - s[0])[len(steps) // 2]
+    order = list(dict.fromkeys(name for name, _, _ in median))
+    n = len(steps)
+    return [(name, statistics.median(per_launch[name]), len(per_launch[name]) // n) for name in order]
+
+
 def step_boundary(steps: list[Step], first: int = 20) -> list[tuple[str, float, float, float]]:
     """The median step's first `first` events (the LM head, the pick, the next step's inputs, the
     graph's first kernels) as (name, start us from the step's start, duration us, idle us before)."""
@@ -196,6 +214,9 @@ def main() -> int:
     print("replayed step, per kernel: marginal us (how far it moves the step's end), duration us, launches")
     for name, us, dur, n in marginal_table(steps_seen)[: args.top]:
         print(f"{us:9.1f} {dur:9.1f} us {n:5d}x  {short(name, 150)}")
+    print("a step's chain, in launch order: median us a launch adds to the step's end, launches a step")
+    for name, us, n in launch_chain(steps_seen):
+        print(f"{us:9.1f} us {n:5d}x  {short(name, 150)}")
     print("the median step from the LM head on: start us, duration us, idle us before, event")
     for name, at, dur, idle in step_boundary(steps_seen):
         print(f"{at:9.1f} {dur:9.1f} {idle:9.1f}  {short(name, 110)}")
