@@ -12,11 +12,11 @@
 // Only kernels that open with `pdl_begin()` may be launched through `launch_kernel`: one
 // without the wait would race its predecessor. The exceptions read before the wait memory no
 // kernel that may still run writes (the skinny GEMM's weights when the caller vouches for them),
-// or a guess checked after it (decode attention's kv_len, attention_mma.cuh). PDL is used only on sm_90+ devices running code
-// of this module built for sm_90+ (an sm_80 build has the wait compiled out), and not when
-// TILEFOUNDRY_CUDA_PDL=0 (for profiling); otherwise `launch_kernel` is a plain stream-ordered
-// launch. CUDA-graph capture records the programmatic edges (CUDA 12.3+), so replayed steps
-// keep the overlap.
+// or a guess checked after it (decode attention's kv_len, attention_mma.cuh). PDL is used only
+// on sm_90+ devices running code of this module built for sm_90+ (an sm_80 build has the wait
+// compiled out), and not when TILEFOUNDRY_CUDA_PDL=0 (for profiling); otherwise `launch_kernel`
+// is a plain stream-ordered launch. CUDA-graph capture records the programmatic edges (CUDA
+// 12.3+), so replayed steps keep the overlap.
 #pragma once
 
 #include <cuda_runtime.h>
