@@ -197,22 +197,31 @@ def test_attention_cases_compile_with_nvcc(linked) -> None:
     assert linked.library.is_file() and set(linked.entries) == set(Cases.functions)
 
 
+# flash_mma_kernel's mangled name: its kv_len type (v, i, l) and FlashConfig's KeyWarps
+KEYS_MANGLED = r"flash_mma_kernelIN7cutlass\d+\w+?_tE([vil])NS1_11FlashConfigILi\d+ELi\d+ELi(\d+)E"
+
+
 def test_tensor_core_tiers_reach_their_first_copy_without_a_subroutine_call(linked) -> None:
     """flash_range / flash_visible divide the head, row and key indices by run-time extents in 32
     bits (flash_mma_fits bounds them): in 64 bits each division is a range test and a subroutine
-    call, and 8-10 of them stood between every CTA's PDL wait and its first copy. The mma kernels
-    read kv_len before the wait. Read off the build's SASS (cuobjdump)."""
+    call, and 8-10 of them stood between every CTA's PDL wait and its first copy. The mma kernels'
+    keys configs read kv_len before the wait. Read off the build's SASS (cuobjdump)."""
     cat.require_cuobjdump()
     flash = [k for k in kernel_sass(linked.library) if "flash_" in k.symbol]
     tiers = {n for k in flash for n in re.findall(r"flash_\w+_kernel", k.symbol)}
     assert {"flash_mma_kernel", "flash_wgmma_kernel"} <= tiers
+    with_len = set()
     for k in flash:
         assert k.waits >= 1 and k.wait_to_load is not None, k.symbol
         assert k.calls_to_load == 0, (k.symbol, k.arch, k.calls_to_load)
-        # the mma kernels with a kv_len read it before the wait (a guess checked after it)
-        length = re.search(r"flash_mma_kernelIN7cutlass\d+\w+?_tE([vil])", k.symbol)
-        if length is not None and length.group(1) != "v":
-            assert k.loads_before_wait >= 1, (k.symbol, k.arch)
+        # the keys configs (decode: key warps > 1) with a kv_len read it before the wait (a guess
+        # checked after it); the rows configs wait first
+        cfg = re.search(KEYS_MANGLED, k.symbol)
+        if cfg is not None and cfg.group(1) != "v":
+            guesses = int(cfg.group(2)) > 1
+            assert (k.loads_before_wait >= 1) == guesses, (k.symbol, k.arch, k.loads_before_wait)
+            with_len.add(guesses)
+    assert with_len == {True, False}  # both kinds of config were built with a kv_len
 
 
 # The keys config's two forms and the merge kernel, for one head dim and 16-bit type.

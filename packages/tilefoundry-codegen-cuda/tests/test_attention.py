@@ -176,18 +176,20 @@ MMA_HEADER = ATOMS_DIR / "attention_mma.cuh"
 
 
 def test_the_keys_kernel_guesses_kv_len_before_its_wait_and_checks_it_after() -> None:
-    """attention_mma.cuh: kv_len is read before the PDL wait and the key range worked out from it
-    there; after the wait kv_len is read again, the first copies go out, and only then is the second
-    read taken up (an empty asm statement keeps its clamp below the copies) and the guess checked, a
-    stale one draining its copies and taking the range from the value after the wait."""
+    """attention_mma.cuh: the keys configs (decode) read kv_len before the PDL wait and work out the
+    key range from it there; after the wait kv_len is read again, the first copies go out, and only
+    then is the second read taken up (an empty asm statement keeps its clamp below the copies) and
+    the guess checked, a stale one draining its copies and taking the range from the value after
+    the wait. The rows configs (prefill) wait first."""
     text = MMA_HEADER.read_text()
     body = text[text.index("flash_mma_kernel(AttentionArgs") :]
     order = [
+        "constexpr bool kGuess = Cfg::kKeyWarps > 1;",
         "pdl_trigger();",
+        "if constexpr (!kGuess) pdl_wait();",
         "int64_t const guess = kv_clamp(flash_entry(a), a.skv);",
         "FlashRange cr = flash_range(a, Cfg::kRows, Step, chunk, solo, guess);",
-        "pdl_wait();",
-        "int64_t len = flash_entry(a);",
+        "if constexpr (kGuess) {\n    pdl_wait();\n    len = flash_entry(a);",
         "first_copies();",
         'asm volatile("" : "+l"(len));',
         "len = kv_clamp(len, a.skv);",

@@ -407,11 +407,14 @@ __device__ inline int flash_visible(AttentionArgs<T, LenT> const& a, FlashRange 
 template <class T, class LenT, class Cfg, bool Cluster>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int solo) {
-  // kv_len is read before the PDL wait, as a guess the key range and the first copies start
-  // from, and again after it (a kernel still running may be writing it): the second read is
-  // checked only once the copies are out, so no load stands between the wait and them. A stale
-  // guess drops its copies and starts again from the value after the wait.
+  // The keys configs (decode, whose start is its latency) read kv_len before the PDL wait, as a
+  // guess the key range and the first copies start from, and again after it (a kernel still
+  // running may be writing it): the second read is checked only once the copies are out, so no
+  // load stands between the wait and them. A stale guess drops its copies and starts again from
+  // the value after the wait. The rows configs (prefill) wait first and read kv_len once.
+  constexpr bool kGuess = Cfg::kKeyWarps > 1;
   pdl_trigger();
+  if constexpr (!kGuess) pdl_wait();
   int64_t const guess = kv_clamp(flash_entry(a), a.skv);
   constexpr int D = Cfg::kD, P = Cfg::kPitch, CP = Cfg::kCPitch, Keys = Cfg::kKeys, Step = Cfg::kStepKeys;
   constexpr int MT = Cfg::kMTiles, WR = Cfg::kWarpRows;
@@ -426,8 +429,11 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
   int const g = lane / 4, t = lane % 4;
 
   FlashRange cr = flash_range(a, Cfg::kRows, Step, chunk, solo, guess);
-  pdl_wait();
-  int64_t len = flash_entry(a);
+  [[maybe_unused]] int64_t len = guess;
+  if constexpr (kGuess) {
+    pdl_wait();
+    len = flash_entry(a);
+  }
   int64_t const rows_kv = cr.rows_kv, rho0 = cr.rho0, row_base = cr.row_base, bk = cr.bk;  // whatever the length
   int k_begin = cr.k_begin, k_end = cr.k_end;
   bool alone = cr.alone;
@@ -493,18 +499,20 @@ flash_mma_kernel(AttentionArgs<T, LenT> a, AttnPartials part, int chunk, int sol
     }
   };
   first_copies();
-  // An empty statement that may change len: its load is taken up here, once the first copies are
-  // out, and not by the clamp, which nvcc would otherwise hoist above them.
-  asm volatile("" : "+l"(len));
-  len = kv_clamp(len, a.skv);
-  if (len != guess) {  // each thread's copies land in its own chunks: drain them, then copy again
-    cp_async_wait<0>();
-    cr = flash_range(a, Cfg::kRows, Step, chunk, solo, len);
-    k_begin = cr.k_begin;
-    k_end = cr.k_end;
-    alone = cr.alone;
-    n_steps = (k_end - k_begin + Step - 1) / Step;
-    first_copies();
+  if constexpr (kGuess) {
+    // An empty statement that may change len: its load is taken up here, once the first copies
+    // are out, and not by the clamp, which nvcc would otherwise hoist above them.
+    asm volatile("" : "+l"(len));
+    len = kv_clamp(len, a.skv);
+    if (len != guess) {  // each thread's copies land in its own chunks: drain them, then copy again
+      cp_async_wait<0>();
+      cr = flash_range(a, Cfg::kRows, Step, chunk, solo, len);
+      k_begin = cr.k_begin;
+      k_end = cr.k_end;
+      alone = cr.alone;
+      n_steps = (k_end - k_begin + Step - 1) / Step;
+      first_copies();
+    }
   }
   if (alone && blockIdx.z != 0) return;  // solo: split 0 takes the block's keys
   // Each lane's two rows (g, g + 8) of row tile mt see keys below vis[mt][h]: worked out while the
