@@ -86,6 +86,9 @@ def test_replayed_logits_match_eager_steps_fed_the_same_tokens(models, target: s
     graph = DecodeGraph(model, DEV, explicit=True)
     graphed = decode_rows(lambda step, caches: graph.step(tokens, step, caches))
     assert graph.replays == tokens.numel() - 1 - n - 1  # all but the warm-up step
+    # the rotary tables the model caches are read in place: only the int64 inputs are copied in
+    assert {flat.dtype for flat, _ in graph._graph.groups} == {torch.int64}
+    assert len(graph._graph.resident) == 2
     report = check(
         lambda: graphed,
         lambda: decode_rows(eager_step),

@@ -133,6 +133,65 @@ def test_static_inputs_of_one_dtype_are_copied_in_together(recorder):
     assert out.cuda_graph and out.tokens.tolist() == _eager(TabledLM(), prompt, 10).tokens.tolist()
 
 
+class CachedTableLM(RunningSumLM):
+    """Passes one table it keeps (as a model caches its rotary tables) until `switch_at`, then
+    another; `refill` rewrites the kept table in place before each step."""
+
+    def __init__(self, seed: int = 0, *, switch_at: int | None = None, refill: bool = False) -> None:
+        super().__init__(seed)
+        self.g = torch.Generator().manual_seed(seed + 2)
+        self.tables = [torch.randn(16, D, generator=self.g) for _ in range(2)]
+        self.switch_at, self.refill = switch_at, refill
+
+    def prepare_inputs_for_generation(self, input_ids, step, caches, *, device):
+        token, pos, caches = super().prepare_inputs_for_generation(input_ids, step, caches, device=device)
+        table = self.tables[self.switch_at is not None and step >= self.switch_at]
+        if self.refill:
+            table.copy_(torch.randn(table.shape, generator=self.g))
+        return token, pos, table, caches
+
+    def __call__(self, token, pos, table, caches):
+        logits, fresh = super().__call__(token, pos, caches)
+        return logits + table[pos] @ self.out, fresh
+
+
+def _run_decode_graph(model, n: int) -> DecodeGraph:
+    dec = DecodeGraph(model, "cpu", explicit=True)
+    caches = model.init_caches(device="cpu")
+    ids = torch.randint(0, V, (n,), generator=torch.Generator().manual_seed(n))
+    for step in range(n):
+        _, caches = dec.step(ids, step, caches)
+    return dec
+
+
+def test_an_input_that_is_the_same_tensor_every_step_is_read_in_place(recorder):
+    """A table the model keeps gets no static buffer and no per-step copy: the graph reads it where
+    it lies, so its contents at each replay are what the step sees, as in an eager step."""
+    model = CachedTableLM()
+    dec = _run_decode_graph(model, 8)
+    assert {flat.dtype for flat, _ in dec._graph.groups} == {torch.int64}
+    assert list(dec._graph.resident) == [2] and dec._graph.static[2] is model.tables[0]
+    for refill in (False, True):
+        prompt = [3, 7, 1]
+        graphed = generate(CachedTableLM(refill=refill), prompt, max_new_tokens=12, cuda_graph=True)
+        assert graphed.cuda_graph
+        assert graphed.tokens.tolist() == _eager(CachedTableLM(refill=refill), prompt, 12).tokens.tolist()
+
+
+def test_a_resident_input_replaced_by_another_tensor_is_captured_again_and_copied(recorder):
+    model = CachedTableLM(switch_at=5)
+    dec = _run_decode_graph(model, 9)
+    assert dec.replays == 8 and dec.refusal is None
+    assert dec._graph.resident == {} and {flat.dtype for flat, _ in dec._graph.groups} == {
+        torch.int64,
+        torch.float32,
+    }
+    prompt = [3, 7]
+    out = generate(CachedTableLM(switch_at=6), prompt, max_new_tokens=10, cuda_graph=True)
+    assert out.cuda_graph and out.graph_refusal is None
+    assert out.tokens.tolist() == _eager(CachedTableLM(switch_at=6), prompt, 10).tokens.tolist()
+
+
 def test_replays_count_every_step_after_the_warm_up(recorder):
     model = RunningSumLM()
     dec = DecodeGraph(model, "cpu", explicit=True)

@@ -10,6 +10,11 @@ over a generation's decode steps:
     later steps   prepare_inputs_for_generation as always; its new inputs are copied into the
                   static buffers, the graph is replayed, the logits read from its output
 
+An input that is the very same tensor at the warm-up and the captured step (a table the model
+caches, such as its rotary cos/sin) is resident: the graph reads it in place, as an eager step
+would, and replays copy nothing for it. A step given another tensor there is captured again with
+that input copied like the rest.
+
 State stays functional (seed 000 §1.1.2: a step MUST NOT mutate the caches it was given): the
 captured step reads the static caches and returns its new caches, and, still inside the graph,
 the runner copies each one that is not the static cache itself back into that cache. The runner
@@ -168,18 +173,34 @@ def _difference(before: tuple[int, Any], after: tuple[int, Any]) -> str | None:
 
 
 class _Graph:
-    """A captured step over static inputs, with the static caches it advances in place."""
+    """A captured step over static inputs, with the static caches it advances in place.
 
-    def __init__(self, model: Any, inputs: tuple, caches: Any, recorder: GraphRecorder, at: str) -> None:
+    `resident`: the input leaves read in place (the same tensor every step) instead of copied.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        inputs: tuple,
+        caches: Any,
+        recorder: GraphRecorder,
+        at: str,
+        resident: frozenset[int] = frozenset(),
+    ) -> None:
         leaves, self.spec = flatten(inputs, whole=caches)
         self.caches = caches
         state, state_spec = flatten(caches)
         self.state_index = _state_index(caches)
-        # Every tensor input but the caches gets a static buffer the per-step inputs are copied into:
-        # the buffers of one dtype and device are views of one flat tensor, so that a step's inputs
-        # are copied by one kernel a dtype (`torch.cat` into it), not one copy an input.
+        self.resident = {i: leaves[i].data_ptr() for i in resident}
+        # Every other tensor input but the caches gets a static buffer the per-step inputs are copied
+        # into: the buffers of one dtype and device are views of one flat tensor, so that a step's
+        # inputs are copied by one kernel a dtype (`torch.cat` into it), not one copy an input.
         state_index = self.state_index
-        slots = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor) and id(x) not in state_index]
+        slots = [
+            i
+            for i, x in enumerate(leaves)
+            if isinstance(x, torch.Tensor) and id(x) not in state_index and i not in resident
+        ]
         self.static = list(leaves)
         kinds: dict[tuple[torch.dtype, torch.device], list[int]] = {}
         for i in slots:
@@ -212,6 +233,14 @@ class _Graph:
         """The per-step tensors among the inputs' `leaves` into the static buffers."""
         for flat, members in self.groups:
             torch.cat([leaves[i].reshape(-1) for i in members], out=flat)
+
+    def moved(self, leaves: list[Any]) -> list[int]:
+        """The resident inputs `leaves` no longer holds in place: another tensor, or other memory."""
+        return [
+            i
+            for i, ptr in self.resident.items()
+            if leaves[i] is not self.static[i] or leaves[i].data_ptr() != ptr
+        ]
 
     def run(self, leaves: list[Any]) -> torch.Tensor:
         """Copy the per-step tensors among the inputs' `leaves` into the static buffers and replay."""
@@ -265,7 +294,7 @@ class DecodeGraph:
     Attributes:
         refusal: why the steps are not (or no longer) replayed from a graph; None while they may be.
         replays: how many steps ran as graph replays.
-        capture_s: seconds spent capturing the graph.
+        capture_s: seconds spent capturing graphs.
     """
 
     def __init__(
@@ -295,6 +324,7 @@ class DecodeGraph:
         self.replays = 0
         self.capture_s = 0.0
         self._warm: tuple[int, Any] | None = None
+        self._warm_leaves: list[Any] = []  # the warm-up step's inputs, flattened, until the capture
         self._graph: _Graph | None = None
         reason = self.recorder.refusal(self.device)
         if reason is not None:
@@ -350,6 +380,7 @@ class DecodeGraph:
             lambda: run_step(self.model, inputs, caches, at=f"step {step}")
         )
         self._warm = (step, _signature(leaves, spec, caches, _state_index(caches)))
+        self._warm_leaves = leaves
         if syncs:
             self._refuse(
                 f"the step synchronizes with the host (at {', '.join(dict.fromkeys(syncs))}); a graph "
@@ -360,20 +391,36 @@ class DecodeGraph:
 
     def _capture(self, inputs: tuple, caches: Any, step: int) -> tuple[torch.Tensor, Any]:
         assert self._warm is not None
-        current = (step, _signature(*flatten(inputs, whole=caches), caches, _state_index(caches)))
+        leaves, spec = flatten(inputs, whole=caches)
+        state = _state_index(caches)
+        current = (step, _signature(leaves, spec, caches, state))
         changed = _difference(self._warm, current)
         if changed:
             raise _Refusal(changed)
+        warm, self._warm_leaves = self._warm_leaves, []
+        resident = frozenset(
+            i
+            for i, (x, before) in enumerate(zip(leaves, warm, strict=True))
+            if isinstance(x, torch.Tensor) and x is before and id(x) not in state
+        )
+        self._warm = current
+        return self._record(inputs, caches, step, resident)
+
+    def _record(
+        self, inputs: tuple, caches: Any, step: int, resident: frozenset[int]
+    ) -> tuple[torch.Tensor, Any]:
+        """Capture the step (replacing any graph before it) and run it by the graph's first replay."""
+        self._graph = None  # a graph replaced gives its memory pool back before the next is captured
         start = time.perf_counter()
         try:
-            graph = _Graph(self.model, inputs, caches, self.recorder, f"step {step}")
+            graph = _Graph(self.model, inputs, caches, self.recorder, f"step {step}", resident)
         except (_Refusal, StepContractError):
             raise
         except Exception as err:
-            # The same step just ran eagerly (the warm-up), so what fails here is the capture.
+            # The step already ran (the warm-up), so what fails here is the capture.
             raise _Refusal(f"capturing the step failed: {type(err).__name__}: {err}") from err
-        self.capture_s = time.perf_counter() - start
-        self._graph, self._warm = graph, current
+        self.capture_s += time.perf_counter() - start
+        self._graph = graph
         graph.replay()  # capture records without running: this replay is the step itself
         self.replays += 1
         return graph.logits, graph.caches
@@ -386,6 +433,9 @@ class DecodeGraph:
         changed = _difference(self._warm, (step, _signature(leaves, spec, caches, self._graph.state_index)))
         if changed:
             raise _Refusal(changed)
+        moved = self._graph.moved(leaves)
+        if moved:  # a resident input is another tensor now: copied from here on
+            return self._record(inputs, caches, step, frozenset(self._graph.resident).difference(moved))
         logits = self._graph.run(leaves)
         self.replays += 1
         return logits, self._graph.caches
