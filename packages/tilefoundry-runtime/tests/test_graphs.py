@@ -7,6 +7,8 @@ replay reruns it, rewriting the captured outputs in place. So everything the run
 graph — static input buffers, per-step copies, the cache copy-back, the refusals — runs on CPU.
 """
 
+import gc
+import weakref
 from collections.abc import Callable
 
 import pytest
@@ -176,6 +178,18 @@ def test_an_input_that_is_the_same_tensor_every_step_is_read_in_place(recorder):
         graphed = generate(CachedTableLM(refill=refill), prompt, max_new_tokens=12, cuda_graph=True)
         assert graphed.cuda_graph
         assert graphed.tokens.tolist() == _eager(CachedTableLM(refill=refill), prompt, 12).tokens.tolist()
+
+
+def test_the_warm_up_keeps_no_cache_alive_until_the_capture(recorder):
+    """The runner remembers the warm-up step's inputs to find the resident ones, but not the caches:
+    a model that returns new caches would otherwise hold its old ones a step longer."""
+    model = CachedTableLM()
+    dec = DecodeGraph(model, "cpu", explicit=True)
+    caches = model.init_caches(device="cpu")
+    old = weakref.ref(caches[0][0])
+    _, caches = dec.step(torch.tensor([4, 2, 9]), 0, caches)
+    gc.collect()
+    assert old() is None and dec.replays == 0
 
 
 def test_a_resident_input_replaced_by_another_tensor_is_captured_again_and_copied(recorder):

@@ -324,7 +324,7 @@ class DecodeGraph:
         self.replays = 0
         self.capture_s = 0.0
         self._warm: tuple[int, Any] | None = None
-        self._warm_leaves: list[Any] = []  # the warm-up step's inputs, flattened, until the capture
+        self._warm_leaves: list[Any] = []  # the warm-up step's tensor inputs, until the capture
         self._graph: _Graph | None = None
         reason = self.recorder.refusal(self.device)
         if reason is not None:
@@ -379,8 +379,13 @@ class DecodeGraph:
         (logits, nxt), syncs = self.recorder.warm_up(
             lambda: run_step(self.model, inputs, caches, at=f"step {step}")
         )
-        self._warm = (step, _signature(leaves, spec, caches, _state_index(caches)))
-        self._warm_leaves = leaves
+        state = _state_index(caches)
+        self._warm = (step, _signature(leaves, spec, caches, state))
+        # kept until the capture to tell which inputs recur; not the caches, which a model that
+        # does not update them in place would otherwise keep alive a step longer
+        self._warm_leaves = [
+            x if isinstance(x, torch.Tensor) and id(x) not in state else None for x in leaves
+        ]
         if syncs:
             self._refuse(
                 f"the step synchronizes with the host (at {', '.join(dict.fromkeys(syncs))}); a graph "
