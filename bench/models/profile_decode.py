@@ -26,6 +26,7 @@ import os
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -106,23 +107,33 @@ def step_busy(steps: list[Step]) -> tuple[float, float]:
     return statistics.median(periods), statistics.median(busy)
 
 
-def marginal_table(steps: list[Step]) -> list[tuple[str, float, float, int]]:
-    """(kernel, marginal us, duration us, launches) per replayed step, largest marginal first.
+def _marginals(step: Step) -> Iterator[tuple[str, float, float, float]]:
+    """Each launch of one step as (name, start, end, marginal): how far its end moves the step's
+    latest end so far (with PDL a kernel starts while its predecessor runs, so its duration
+    overstates what it adds; the marginal times sum to the step's span)."""
+    lo, _, events = step
+    end = lo
+    for name, a, b in events:
+        yield name, a, b, max(0.0, b - end)
+        end = max(end, b)
 
-    A kernel's marginal time is how far its end moves the step's latest end so far: with PDL a
-    kernel starts while its predecessor runs, so its duration overstates what it adds, and the
-    marginal times sum to the step's span.
-    """
+
+def _median_step(steps: list[Step]) -> Step:
+    """The step of median span."""
+    return sorted(steps, key=lambda s: s[1] - s[0])[len(steps) // 2]
+
+
+def marginal_table(steps: list[Step]) -> list[tuple[str, float, float, int]]:
+    """(kernel, marginal us, duration us, launches) per replayed step, largest marginal first
+    (_marginals says what a marginal time is)."""
     marginal: dict[str, float] = defaultdict(float)
     duration: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
-    for lo, _, step in steps:
-        end = lo
-        for name, a, b in step:
-            marginal[name] += max(0.0, b - end)
+    for step in steps:
+        for name, a, b, added in _marginals(step):
+            marginal[name] += added
             duration[name] += b - a
             count[name] += 1
-            end = max(end, b)
     n = len(steps)
     rows = [(name, marginal[name] / n, duration[name] / n, count[name] // n) for name in marginal]
     return sorted(rows, key=lambda r: -r[1])
@@ -130,16 +141,13 @@ def marginal_table(steps: list[Step]) -> list[tuple[str, float, float, int]]:
 
 def launch_chain(steps: list[Step]) -> list[tuple[str, float, int]]:
     """(kernel, median marginal us a launch, launches a step), in the order the median step first
-    launches each: a decoder layer's chain, read off once (how far each launch moves the step's
-    end past every launch before it, as in marginal_table, but per launch and in step order)."""
+    launches each: a decoder layer's chain, read off once (as in marginal_table, but per launch
+    and in step order)."""
     per_launch: dict[str, list[float]] = defaultdict(list)
-    for lo, _, step in steps:
-        end = lo
-        for name, _, b in step:
-            per_launch[name].append(max(0.0, b - end))
-            end = max(end, b)
-    _, _, median = sorted(steps, key=lambda s: s[1] - s[0])[len(steps) // 2]
-    order = list(dict.fromkeys(name for name, _, _ in median))
+    for step in steps:
+        for name, _, _, added in _marginals(step):
+            per_launch[name].append(added)
+    order = list(dict.fromkeys(name for name, _, _ in _median_step(steps)[2]))
     n = len(steps)
     return [(name, statistics.median(per_launch[name]), len(per_launch[name]) // n) for name in order]
 
@@ -147,7 +155,7 @@ def launch_chain(steps: list[Step]) -> list[tuple[str, float, int]]:
 def step_boundary(steps: list[Step], first: int = 20) -> list[tuple[str, float, float, float]]:
     """The median step's first `first` events (the LM head, the pick, the next step's inputs, the
     graph's first kernels) as (name, start us from the step's start, duration us, idle us before)."""
-    lo, _, events = sorted(steps, key=lambda s: s[1] - s[0])[len(steps) // 2]
+    lo, _, events = _median_step(steps)
     out, end = [], lo
     for name, a, b in events[:first]:
         out.append((name, a - lo, b - a, max(0.0, a - end)))
