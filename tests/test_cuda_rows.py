@@ -54,6 +54,16 @@ class Rows:
         # rows of 63: no packs, the scalar kernel alone
         return tf.rms_norm(x, h)
 
+    @func
+    def pick_vocab(x: Tensor[(T, 151936), bf16]):
+        # a CTA of 1024 per row: each lane scans packs of 8, the candidates meet across warps
+        return tf.argmax(x, -1)
+
+    @func
+    def pick_odd(x: Tensor[(T, 999), f32]):
+        # a warp per row, no packs (999 is no multiple of 4)
+        return tf.argmax(x, -1)
+
 
 @pytest.fixture(scope="module")
 def linked():
@@ -63,7 +73,8 @@ def linked():
 
 def test_rows_variants_build_with_nvcc(linked) -> None:
     """The packed and scalar rows kernels and their guarded launches compile with nvcc."""
-    assert set(linked.entries) == {"rms", "softmax_wide", "softmax_bf16", "softmax_tail", "rms_odd"}
+    names = {"rms", "softmax_wide", "softmax_bf16", "softmax_tail", "rms_odd", "pick_vocab", "pick_odd"}
+    assert set(linked.entries) == names
     assert linked.library.is_file()
 
 
@@ -113,3 +124,47 @@ def test_rows_match_evaluator_aligned_and_misaligned_on_gpu(
             tol = TOLERANCE[want.dtype]
             what = f"{name} output {i}, T={n}, misaligned {shift}"
             torch.testing.assert_close(got, want, atol=tol, rtol=tol, msg=lambda m, w=what: f"{w}: {m}")
+
+
+def _first_max(x: torch.Tensor) -> torch.Tensor:
+    """Each row's index of its first NaN, else of its first largest value (argmax's rule), found
+    by comparisons alone."""
+    nan = torch.isnan(x)
+    largest = x.masked_fill(nan, float("-inf")).amax(-1, keepdim=True)
+    top = torch.where(nan.any(-1, keepdim=True), nan, x == largest)
+    index = torch.arange(x.shape[-1], device=x.device).expand_as(x)
+    return torch.where(top, index, x.shape[-1]).amin(-1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["pick_vocab", "pick_odd"])
+@pytest.mark.parametrize("shift", [False, True])
+def test_argmax_rows_pick_the_first_maximum_on_gpu(linked, name: str, shift: bool) -> None:
+    """The lanes' shares of an argmax meet as (value, index) pairs: on random rows, rows whose
+    maximum repeats (in other lanes' and warps' shares), rows with NaNs and rows all -inf, each
+    row's index is the first maximum's (the first NaN's), as torch.argmax picks; `shift`: a
+    misaligned row base (the scalar kernel)."""
+    from tilefoundry.runtime.loader import load_linked_module
+
+    fn = Rows.functions[name]
+    f = load_linked_module(linked, name)
+    gen = torch.Generator().manual_seed(5)
+    (x,) = inputs(fn, 12, gen, "cuda")
+    n = x.shape[-1]
+    spots = torch.randperm(n, generator=gen)[:9].sort().values.tolist()
+    x[1, spots] = 8.0  # a repeated maximum: the first spot wins
+    x[2, spots[3]], x[2, spots[6]] = float("nan"), float("nan")  # the first NaN wins
+    x[3] = float("-inf")  # every value ties: index 0
+    x[4, n - 1] = 9.0  # the last element
+    x[5, spots[0]], x[5, spots[1]] = 9.0, float("nan")
+    x[6, :] = 1.0  # every value ties
+    if shift:
+        x = misaligned(x)
+    out = torch.full((x.shape[0],), -1, dtype=torch.int64, device="cuda")
+    f(x, out)
+    torch.cuda.synchronize()
+    want = _first_max(x.float())
+    assert want[1] == spots[0] and want[2] == spots[3] and want[4] == n - 1 and want[5] == spots[1]
+    assert torch.equal(out, want), (out - want).nonzero().flatten().tolist()
+    numbers = ~torch.isnan(x).any(-1)  # where torch.argmax's choice among NaNs is not documented
+    assert torch.equal(out[numbers], fn(x)[numbers])  # the evaluator

@@ -48,7 +48,7 @@ def test_cta_group_reduces_through_shared_workspace() -> None:
     assert "for (int64_t r_b = lane_ * 4; r_b < int64_t(4096LL); r_b += 1024) {" in text
     assert "acc = acc + group_reduce<256>(add_combine{}, acc_p_, ws_float_);" in text
     assert "if (lane_ == 0) {\n  b_out[i] = acc;" in text
-    assert gc.ws_types == {"float": f32}
+    assert gc.workspaces == {"ws_float_": ("float", 4)}
 
 
 def test_unflatten_is_row_major() -> None:

@@ -7,9 +7,12 @@ import dataclasses
 import pytest
 
 from tilefoundry.codegen.cuda.catalog import arch_catalog
+from tilefoundry.codegen.cuda.group import ReduceChain, argmax_scan, reduce_chain
 from tilefoundry.codegen.cuda.realize import STATIC_SMEM_BYTES, realize_kernel
 from tilefoundry.dsl import ConstTensor, DimVar, Mesh, Tensor, Topology, bf16, f32, func, tf
 from tilefoundry.ir.errors import PlanError
+from tilefoundry.ir.tile.expr import Un
+from tilefoundry.ir.tile.stmt import For, seq, statements, walk_stmts
 
 T = DimVar("T", 1, 65)
 CATALOG = arch_catalog("sm_90a")
@@ -32,6 +35,11 @@ def norms(x: Tensor[(T, 512), bf16], g: ConstTensor[(512,), bf16], wide: Tensor[
 @func
 def sums(x: Tensor[(T, 64), f32]):
     return tf.sum(x, -1)
+
+
+@func
+def picks(logits: Tensor[(T, 151936), bf16], short: Tensor[(T, 96), f32]):
+    return tf.argmax(logits, -1), tf.argmax(short, -1)
 
 
 def test_pointwise_graph_is_one_flat_grid_with_packs(sched) -> None:
@@ -220,3 +228,37 @@ def test_rows_without_packable_loops_have_no_packed_variant(sched) -> None:
     assert odd.kind == "rows" and odd.row_packs == () and odd.packed_buffers == ()
     narrow, wide = _realize(sched(norms, {"vectorize": False}), {"vectorize": False})
     assert narrow.row_packs == () and wide.row_packs == ()
+
+
+def test_argmax_scans_are_shared_by_a_row_group(sched, cuda_source) -> None:
+    """An argmax is exact in any order, so its scan is shared out like a max even without
+    reassociation: a vocabulary row takes a CTA of 1024 (one thread per row read 151936 values
+    alone), a short row a warp, and the lanes' (value, index) candidates meet in group_reduce."""
+    wide, short = _realize(sched(picks))
+    assert (wide.kind, wide.group, wide.threads) == ("rows", 1024, 1024)
+    assert [p.lanes for p in wide.row_packs] == [8]
+    assert wide.smem_bytes == 32 * 16  # one IndexedValue<float> a warp to combine the CTA's warps
+    assert (short.kind, short.group, short.smem_bytes) == ("rows", 32, 0)
+    src = cuda_source(picks)
+    assert "__shared__ IndexedValue<float> ws_iv_float_[32];" in src
+    assert "group_reduce<1024>(argmax_combine{}, IndexedValue<float>{" in src
+    assert "group_reduce<32>(argmax_combine{}, IndexedValue<float>{" in src
+    assert "static_cast<IndexedValue<float>*>(nullptr)" in src  # a warp needs no workspace
+
+
+def test_argmax_loop_in_another_form_stays_ordered(sched) -> None:
+    """Only the scan lowering writes is shared: with the two updates on different conditions the
+    loop is not an argmax scan, and the realization keeps it ordered (one thread per row)."""
+    program = sched(picks)
+    loop = next(
+        s for k in program.kernels for s in walk_stmts(k.body) if isinstance(s, For) and s.kind == "reduce"
+    )
+    assert isinstance(reduce_chain(loop, False), ReduceChain)
+    take_best = statements(loop.body)[-1]
+    cond = take_best.value.cond
+    other = dataclasses.replace(take_best.value, cond=Un("not", cond, cond.dtype))
+    changed = dataclasses.replace(
+        loop, body=seq(*statements(loop.body)[:-1], dataclasses.replace(take_best, value=other))
+    )
+    assert not argmax_scan(changed)
+    assert "not in the scan form" in reduce_chain(changed, True)

@@ -134,7 +134,7 @@ def _prologue_code(program: Program, atom: AtomCall, reassociate: bool, vectoriz
     packed_lines = packed.stmt(body, 3, {}) if packed is not None else []
     if packed is not None and not packed.packed:
         packed = None  # no loop moves 16-byte packs: the scalar body alone
-    if scalar.shared or scalar.ws_types or (packed is not None and (packed.shared or packed.ws_types)):
+    if scalar.shared or scalar.workspaces or (packed is not None and (packed.shared or packed.workspaces)):
         return PrologueCode((), (), f"{p.name}'s row needs group scratch in shared memory")
     packs = packed.packed if packed is not None else []
     aligned = tuple(dict.fromkeys(b for plan in packs for b in plan.buffers if b is not arow))

@@ -12,6 +12,9 @@ of the group, and the first parallel or proved-reassociable reduction loop insid
     reduce loop, reassociable,         lanes fold strided shares into identity-initialised partial
       folds with add/max/min           carries, group_reduce combines them in a fixed order, the
                                        carry absorbs the total: acc = acc ⊕ (⊕ partials)
+    argmax scan                        each lane scans its strided share from the carried
+                                       candidate, group_reduce keeps the best (value, index) pair:
+                                       exact in any order, the first maximum winning ties
 
 A reduce loop that may not be reassociated stays uniform (every lane folds the whole loop in
 order, so the value is the ordered one). Inside a shared-out loop everything is thread-private
@@ -27,7 +30,7 @@ from tilefoundry.ir.dtypes import DType
 from tilefoundry.ir.errors import PlanError
 from tilefoundry.ir.plan.binding import simple_fold
 from tilefoundry.ir.tile.cexpr import CExpr, cname, ctype
-from tilefoundry.ir.tile.expr import Const, Expr, free_vars, mul
+from tilefoundry.ir.tile.expr import Const, Expr, Select, Var, free_vars, mul
 from tilefoundry.ir.tile.stmt import (
     Alloc,
     Assign,
@@ -40,6 +43,7 @@ from tilefoundry.ir.tile.stmt import (
     Seq,
     Stmt,
     Store,
+    statements,
     walk_stmts,
 )
 
@@ -60,8 +64,40 @@ class ReduceChain:
         return self.loops[-1].body
 
 
+def argmax_scan(loop: For) -> bool:
+    """Whether `loop` is an argmax scan as lowering writes it: carries (best, at) tagged
+    "argmax", a body of value definitions then `at = c ? index : at` and `best = c ? v : best` on
+    one condition c. Lanes may scan shares of it apart: the best pair does not depend on order."""
+    if len(loop.carries) != 2 or any(comb != "argmax" for _, comb in loop.carries):
+        return False
+    (best, _), (at, _) = loop.carries
+    stmts = statements(loop.body)
+    if len(stmts) < 2:
+        return False
+    *lets, take_at, take_best = stmts
+    if not all(isinstance(s, Let) and not s.mutable for s in lets):
+        return False
+    if not (isinstance(take_at, Assign) and isinstance(take_best, Assign)):
+        return False
+    a, b = take_at.value, take_best.value
+    return (
+        take_at.name == at
+        and take_best.name == best
+        and isinstance(a, Select)
+        and isinstance(b, Select)
+        and a.cond == b.cond
+        and a.a == Var(loop.var, a.dtype)
+        and a.b == Var(at, a.dtype)
+        and b.b == Var(best, b.dtype)
+    )
+
+
 def reduce_chain(loop: For, reassociate: bool) -> ReduceChain | str:
     """`loop` as a distributable reduction, or why it is not one."""
+    if any(comb == "argmax" for _, comb in loop.carries):
+        if argmax_scan(loop):
+            return ReduceChain((loop,), loop.carries)
+        return f"{loop.var}: an argmax loop not in the scan form lowering writes"
     if not (loop.reassociable or reassociate):
         return f"{loop.var}: its op does not allow reassociating the reduction"
     loops = [loop]
@@ -122,7 +158,7 @@ class GroupCode:
         self.vectorize = vectorize
         self.loops = 0
         self.packed: list[PackPlan] = []
-        self.ws_types: dict[str, DType] = {}
+        self.workspaces: dict[str, tuple[str, int]] = {}  # a CTA group's warp partials: name -> (type, bytes)
         self.shared: list[Buffer] = []
         self.walks: list[Walk] = []
         self.holding = Holding()
@@ -283,9 +319,12 @@ class GroupCode:
         dtypes = _carry_dtypes(chain)
         partial = {acc: f"{acc}_p_" for acc, _ in chain.carries}
         lane_names = {**names, **partial}
+        scan = chain.carries[0][1] == "argmax"
         out = ["{"]
         for acc, comb in chain.carries:
-            out.append(f"  {ctype(dtypes[acc])} {partial[acc]} = identity_{comb}<{ctype(dtypes[acc])}>();")
+            t = ctype(dtypes[acc])
+            # an argmax share starts from the carried candidate: a pair already scanned, never lost
+            out.append(f"  {t} {partial[acc]} = {acc if scan else f'identity_{comb}<{t}>()'};")
         first = chain.loops[0]
         plan = None
         if len(chain.loops) == 1 and self.vectorize:
@@ -308,12 +347,20 @@ class GroupCode:
             out.append(f"  for (int64_t {flat} = lane_; {flat} < {cx(total)}; {flat} += {g}) {{")
             out += indent(unflatten(flat, [(c.var, cx(c.extent)) for c in chain.loops]), 2)
             out += [*self.serial.stmt(chain.body, 2, lane_names), "  }"]
-        for acc, comb in chain.carries:
+        if scan:
+            (best, _), (at, _) = chain.carries
+            v = ctype(dtypes[best])
+            t = f"IndexedValue<{v}>"
+            pair = f"{t}{{{partial[best]}, {partial[at]}}}"
+            total_text = f"group_reduce<{g}>(argmax_combine{{}}, {pair}, {self.workspace(t, f'iv_{v}', 16)})"
+            out += [
+                f"  const {t} {best}_r_ = {total_text};",
+                f"  {best} = {best}_r_.value;",
+                f"  {at} = {best}_r_.index;",
+            ]
+        for acc, comb in chain.carries if not scan else ():
             t = ctype(dtypes[acc])
-            ws = f"ws_{t}_"
-            if g > 32:
-                self.ws_types[t] = dtypes[acc]
-            space = ws if g > 32 else f"static_cast<{t}*>(nullptr)"
+            space = self.workspace(t, t, dtypes[acc].itemsize)
             total_text = f"group_reduce<{g}>({COMBINERS[comb]}{{}}, {partial[acc]}, {space})"
             update = {
                 "add": f"{acc} + {total_text}",
@@ -323,6 +370,21 @@ class GroupCode:
             out.append(f"  {acc} = {update};")
         out.append("}")
         return indent(out, depth)
+
+    def workspace(self, t: str, stem: str, size: int) -> str:
+        """The shared array a CTA group combines its warps' partials of C++ type `t` (`size` bytes)
+        in, named from `stem` and declared by the kernel; a warp group needs none (a typed null)."""
+        if self.group <= 32:
+            return f"static_cast<{t}*>(nullptr)"
+        name = f"ws_{stem}_"
+        self.workspaces[name] = (t, size)
+        return name
+
+    def workspace_bytes(self, body: Stmt) -> int:
+        """Shared memory of the warp-partial arrays `body`'s shared reductions combine in."""
+        dry = GroupCode(self.serial, self.group, set(), self.reassociate, self.vectorize)
+        dry.stmt(body, 0, {})
+        return sum(32 * size for _, size in dry.workspaces.values())
 
 
 def _closing(braces: int) -> list[str]:

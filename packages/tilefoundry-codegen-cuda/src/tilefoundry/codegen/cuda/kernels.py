@@ -267,8 +267,8 @@ def rows_body(program: Program, r: Realization, packed: bool, ctas: Span) -> lis
     for b in _unique(group.shared):
         n = largest_count(b.shape)
         out.append(f"  __shared__ alignas(16) {ctype(b.dtype)} {cname(b)}_smem_[{slots}][{max(n or 1, 1)}];")
-    for t in sorted(group.ws_types):
-        out.append(f"  __shared__ {t} ws_{t}_[32];")
+    for name, (t, _) in sorted(group.workspaces.items()):
+        out.append(f"  __shared__ {t} {name}[32];")
     names, extents = [c.var for c in r.chain], [c.extent for c in r.chain]
     region = r.in_place
     if region is not None:  # the lanes of a row skip it together: group reductions stay whole

@@ -303,7 +303,7 @@ def _check_nests(body: Stmt) -> list[Stmt]:
 
 
 def rows_smem(gc: GroupCode, body: Stmt, slots: int) -> int | None:
-    """Static shared memory of a rows realization: group scratch per slot, plus the reduce workspace."""
+    """Static shared memory of a rows realization: group scratch per slot, plus the reduce workspaces."""
     total = 0
     for s in walk_stmts(body):
         if isinstance(s, Alloc):
@@ -311,7 +311,7 @@ def rows_smem(gc: GroupCode, body: Stmt, slots: int) -> int | None:
             if n is None:
                 return None
             total += n * s.buffer.dtype.itemsize * slots
-    return total + (32 * 8 if gc.group > 32 else 0)
+    return total + gc.workspace_bytes(body)
 
 
 @realizer

@@ -78,7 +78,7 @@ class For(Stmt):
         reassociable: on a reduce loop, the op allows its carries' combination to be
             reassociated (max/min always may; a sum only when the op or options say so).
         carries: on a reduce loop, (scalar name, combiner) pairs, combiner one of
-            add max min.
+            add max min, or argmax on both the value and the index of an argmax scan.
         binding / width: the schedule: "worker" (thread team), "vector" (packs of `width` lanes
             plus a scalar tail), "serial"; None while Candidate.
         request: an explicit binding the author asked for (fails closed when not honored).

@@ -10,7 +10,9 @@
 // index order), so every lane holds bitwise the same result and reruns reproduce it.
 #pragma once
 
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include <tilefoundry/runtime/cuda/atoms/scalar.cuh>
 
@@ -26,6 +28,26 @@ struct min_combine {
   template <class T> __device__ T operator()(T a, T b) const { return min_nan(a, b); }
 };
 
+/// A candidate of an argmax: a value and the index it was read at.
+template <class T>
+struct IndexedValue {
+  T value;
+  int64_t index;
+};
+
+/// The better of two argmax candidates: the larger value, NaN above every number, and on a tie
+/// (two NaNs included) the smaller index, so the first maximum wins as in a scan in index order.
+/// Exact in any combination order: with distinct indices the order it defines is total.
+struct argmax_combine {
+  template <class T>
+  __device__ IndexedValue<T> operator()(IndexedValue<T> a, IndexedValue<T> b) const {
+    bool const a_nan = a.value != a.value, b_nan = b.value != b.value;
+    bool const b_wins = b_nan ? (!a_nan || b.index < a.index)
+                              : (!a_nan && (b.value > a.value || (b.value == a.value && b.index < a.index)));
+    return b_wins ? b : a;
+  }
+};
+
 /// Which lanes of a warp make a lane-group call together. `groups`: whole groups, not necessarily
 /// every group of the warp (a grid-stride loop whose trip count is uniform per group), so each
 /// group shuffles under its own runtime mask, which ptxas guards with a convergence test (MATCH,
@@ -35,12 +57,30 @@ enum class Callers { groups, warp };
 
 namespace detail {
 
+/// `v` of the lane `offset` away by xor: arithmetic values in one shuffle, a struct (an argmax
+/// candidate) a 32-bit word at a time.
+template <class T>
+__device__ T shuffle_xor(unsigned mask, T v, int offset, int width = 32) {
+  if constexpr (std::is_arithmetic_v<T> || sizeof(T) == 2) {  // 16-bit floats have their own shuffles
+    return __shfl_xor_sync(mask, v, offset, width);
+  } else {
+    static_assert(sizeof(T) % 4 == 0, "shuffle_xor: whole 32-bit words");
+    unsigned w[sizeof(T) / 4];
+    memcpy(w, &v, sizeof(T));
+#pragma unroll
+    for (int i = 0; i < static_cast<int>(sizeof(T) / 4); ++i) w[i] = __shfl_xor_sync(mask, w[i], offset, width);
+    memcpy(&v, w, sizeof(T));
+    return v;
+  }
+}
+
 /// Butterfly over the 32 lanes of a warp: lane l combines with l ^ 16, l ^ 8, ... l ^ 1.
-/// NOTE: a ⊕ b and b ⊕ a are bitwise equal for + (and for NaN-propagating max/min), so all lanes agree.
+/// NOTE: a ⊕ b and b ⊕ a are bitwise equal for + (and for NaN-propagating max/min, and argmax
+/// candidates of distinct indices), so all lanes agree.
 template <class Combine, class T>
 __device__ T warp_butterfly(Combine op, T v) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int offset = 16; offset > 0; offset /= 2) v = op(v, shuffle_xor(0xffffffffu, v, offset));
   return v;
 }
 
@@ -62,6 +102,8 @@ __device__ inline unsigned lane_group_mask() {
  * @brief Combine `v` over the Group lanes that cooperate on one row; every lane gets the result.
  * @tparam Group 32 (one warp; `ws` unused) or the CTA size, a multiple of 32 up to 1024
  * @param ws shared-memory workspace of at least Group / 32 values of T (CTA groups only)
+ *
+ * With argmax_combine, T is an IndexedValue (every lane's candidate, read from its share).
  */
 template <int Group, class Combine, class T>
 __device__ T group_reduce(Combine op, T v, T* ws) {
@@ -99,7 +141,7 @@ __device__ T lane_group_reduce(Combine op, T v) {
   if constexpr (Lanes > 1) {
     unsigned const mask = detail::lane_group_mask<Lanes, Who>();
 #pragma unroll
-    for (int offset = Lanes / 2; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(mask, v, offset, Lanes));
+    for (int offset = Lanes / 2; offset > 0; offset /= 2) v = op(v, detail::shuffle_xor(mask, v, offset, Lanes));
   }
   return v;
 }
