@@ -191,7 +191,8 @@ def test_cases_pattern_matches_segments_and_globs() -> None:
 
 
 def test_full_plan_covers_issue_7() -> None:
-    """Every family and shape the issue lists, ids unique, memory-bound rows at >= 256 MB."""
+    """Every family and shape the issue lists (and argmax, the greedy pick), ids unique,
+    memory-bound rows at >= 256 MB."""
     cases = PLANS["full"]()
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids))
@@ -201,6 +202,7 @@ def test_full_plan_covers_issue_7() -> None:
         "rms_norm",
         "layer_norm",
         "softmax",
+        "argmax",
         "rope",
         "head_norm_rope",
         "embedding",

@@ -1,8 +1,9 @@
 """Checking a callable against the evaluator's result with tilefoundry.check, before any timing.
 
-Every produced tensor is held to rel_l2 (the case's tolerance) and nan_inf. Our compiled
-functions are called with every output passed in, poisoned with NaN, so an element the kernel
-never wrote fails nan_inf instead of passing on leftover memory.
+Every produced floating tensor is held to rel_l2 (the case's tolerance) and nan_inf, every
+integer one (an argmax's indices) to equal. Our compiled functions are called with every output
+passed in, poisoned with NaN (-7 for integers), so an element the kernel never wrote fails
+instead of passing on leftover memory.
 """
 
 from collections.abc import Callable
@@ -10,7 +11,7 @@ from typing import Any
 
 import torch
 
-from tilefoundry.check import Predicate, Report, check, nan_inf, rel_l2
+from tilefoundry.check import Predicate, Report, check, equal, nan_inf, rel_l2
 
 from .results import describe
 
@@ -25,8 +26,12 @@ def output_paths(value: Any, path: str = "output") -> list[tuple[str, torch.Tens
 
 
 def expect_for(reference: Any, tolerance: float) -> dict[str, list[Predicate]]:
-    """rel_l2(max=tolerance) and nan_inf() on every output of `reference`."""
-    return {p: [rel_l2(max=tolerance), nan_inf()] for p, _ in output_paths(reference)}
+    """rel_l2(max=tolerance) and nan_inf() on every floating output of `reference`; equal() on
+    the others (an argmax's indices are right or wrong)."""
+    return {
+        p: [rel_l2(max=tolerance), nan_inf()] if t.is_floating_point() else [equal()]
+        for p, t in output_paths(reference)
+    }
 
 
 def poisoned(fn: Callable[..., Any], reference: Any) -> Callable[..., Any]:

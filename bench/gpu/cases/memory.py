@@ -1,5 +1,5 @@
-"""Memory-bound row and elementwise cases: pointwise chains, norms, softmax, RoPE (alone and after
-a per-head RMS norm, as Qwen3's q and k take it), gather, KV update.
+"""Memory-bound row and elementwise cases: pointwise chains, norms, softmax, argmax, RoPE (alone
+and after a per-head RMS norm, as Qwen3's q and k take it), gather, KV update.
 
 Every case here moves bytes and does next to no matrix work, so its limit is the copy bandwidth.
 The torch eager peer is what a model's own code runs (Hugging Face's formulas); torch.compile
@@ -195,6 +195,36 @@ def softmax(rows: int, cols: int) -> KernelCase:
         ours=ours,
         inputs=make,
         peers=eager_and_compiled(_softmax_torch),
+        goals=GOALS,
+    )
+
+
+def _argmax_torch(x: torch.Tensor) -> torch.Tensor:
+    return torch.argmax(x, -1)
+
+
+def argmax(rows: int, vocab: int) -> KernelCase:
+    """tf.argmax over the last dim: greedy picks over rows of logits, exact indices."""
+
+    def ours():
+        @func
+        def argmax(x: Tensor[(rows, vocab), bf16]):
+            return tf.argmax(x, -1)
+
+        return argmax
+
+    def make(device: torch.device, seed: int) -> tuple:
+        return (randn(generator(device, seed), (rows, vocab), BF16, device),)
+
+    return KernelCase(
+        id=f"argmax/{rows}x{vocab}",
+        shape=f"{rows}x{vocab}",
+        dtype="bf16",
+        work=_moved(((rows, vocab), "bf16"), ((rows,), "i64")),
+        kernel=f"argmax/{rows}x{vocab}",
+        ours=ours,
+        inputs=make,
+        peers=eager_and_compiled(_argmax_torch),
         goals=GOALS,
     )
 
