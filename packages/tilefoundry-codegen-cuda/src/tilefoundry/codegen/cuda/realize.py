@@ -12,8 +12,9 @@ wins, and every refusal is recorded with its reason (`Kernel.decisions`, printed
                memory; 16-bit head dims 64/128 also have the tensor-core tier, picked per call)
     check      data-dependent index validation: one launch running every loop nest, one thread
                per checked element
-    rows       instance body with a loop the lanes can share (a parallel loop, or a
-               reduction that may be reassociated): a warp per instance when the
+    rows       instance body with a loop the lanes can share (a parallel loop, a
+               reduction that may be reassociated, or an argmax scan, exact in any
+               order): a warp per instance when the
                shared extents are small, else a CTA; scratch in shared memory
     grid       everything else: one thread per instance, the body serial in order;
                16-byte packs along the innermost instance axis when proved (vector.py)
@@ -338,7 +339,7 @@ def _rows(r: Realizer) -> list[Realization] | str | None:
             f"{r.smem_cap} B static budget; kept one thread per instance (ordered)"
         )
     axes = ", ".join(c.var for c in chain) or "none (one instance)"
-    shared = "parallel and reassociable loops shared by the lanes"
+    shared = "parallel loops, reassociable reductions and argmax scans shared by the lanes"
     notes = [f"cuda: rows over instance loops {axes}: {how}; {shared}"]
     packs = group_packs(r.k.name, body, group, r.reassociate) if r.vectorize else ()
     if packs:
