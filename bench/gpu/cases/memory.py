@@ -28,6 +28,13 @@ def _moved(*tensors: tuple[tuple[int, ...], str]) -> Work:
     return Work(0.0, float(sum(tensor_bytes(s, d) for s, d in tensors)))
 
 
+def _one_row(rows: int, cols: int):
+    def make(device: torch.device, seed: int) -> tuple:
+        return (randn(generator(device, seed), (rows, cols), BF16, device),)
+
+    return make
+
+
 def _two_rows(rows: int, cols: int):
     def make(device: torch.device, seed: int) -> tuple:
         g = generator(device, seed)
@@ -182,9 +189,6 @@ def softmax(rows: int, cols: int) -> KernelCase:
 
         return softmax
 
-    def make(device: torch.device, seed: int) -> tuple:
-        return (randn(generator(device, seed), (rows, cols), BF16, device),)
-
     m = ((rows, cols), "bf16")
     return KernelCase(
         id=f"softmax/{rows}x{cols}",
@@ -193,7 +197,7 @@ def softmax(rows: int, cols: int) -> KernelCase:
         work=_moved(m, m),
         kernel=f"softmax/{rows}x{cols}",
         ours=ours,
-        inputs=make,
+        inputs=_one_row(rows, cols),
         peers=eager_and_compiled(_softmax_torch),
         goals=GOALS,
     )
@@ -213,9 +217,6 @@ def argmax(rows: int, vocab: int) -> KernelCase:
 
         return argmax
 
-    def make(device: torch.device, seed: int) -> tuple:
-        return (randn(generator(device, seed), (rows, vocab), BF16, device),)
-
     return KernelCase(
         id=f"argmax/{rows}x{vocab}",
         shape=f"{rows}x{vocab}",
@@ -223,7 +224,7 @@ def argmax(rows: int, vocab: int) -> KernelCase:
         work=_moved(((rows, vocab), "bf16"), ((rows,), "i64")),
         kernel=f"argmax/{rows}x{vocab}",
         ours=ours,
-        inputs=make,
+        inputs=_one_row(rows, vocab),
         peers=eager_and_compiled(_argmax_torch),
         goals=GOALS,
     )
