@@ -352,22 +352,23 @@ class GroupCode:
             v = ctype(dtypes[best])
             t = f"IndexedValue<{v}>"
             pair = f"{t}{{{partial[best]}, {partial[at]}}}"
-            total_text = f"group_reduce<{g}>(argmax_combine{{}}, {pair}, {self.workspace(t, f'iv_{v}', 16)})"
+            space = self.workspace(t, f"iv_{v}", 16)  # sizeof: a value of at most 8 bytes, an int64_t
             out += [
-                f"  const {t} {best}_r_ = {total_text};",
+                f"  const {t} {best}_r_ = group_reduce<{g}>(argmax_combine{{}}, {pair}, {space});",
                 f"  {best} = {best}_r_.value;",
                 f"  {at} = {best}_r_.index;",
             ]
-        for acc, comb in chain.carries if not scan else ():
-            t = ctype(dtypes[acc])
-            space = self.workspace(t, t, dtypes[acc].itemsize)
-            total_text = f"group_reduce<{g}>({COMBINERS[comb]}{{}}, {partial[acc]}, {space})"
-            update = {
-                "add": f"{acc} + {total_text}",
-                "max": f"max_nan({acc}, {total_text})",
-                "min": f"min_nan({acc}, {total_text})",
-            }[comb]
-            out.append(f"  {acc} = {update};")
+        else:
+            for acc, comb in chain.carries:
+                t = ctype(dtypes[acc])
+                space = self.workspace(t, t, dtypes[acc].itemsize)
+                total_text = f"group_reduce<{g}>({COMBINERS[comb]}{{}}, {partial[acc]}, {space})"
+                update = {
+                    "add": f"{acc} + {total_text}",
+                    "max": f"max_nan({acc}, {total_text})",
+                    "min": f"min_nan({acc}, {total_text})",
+                }[comb]
+                out.append(f"  {acc} = {update};")
         out.append("}")
         return indent(out, depth)
 
