@@ -28,6 +28,7 @@ def full() -> list[Case]:
         memory.layer_norm(rows, hidden),
         memory.softmax(rows, hidden),
         memory.argmax(2048, 151936),
+        memory.argmax(1, 151936),  # the decode step's greedy pick: one row, one CTA of ours
         memory.rope(4, 32, 8192, 128),
         memory.head_norm_rope(4, 32, 8192, 128),
         memory.embedding(151936, 4096, 32768),
