@@ -9,8 +9,10 @@ import pytest
 import torch
 
 from tilefoundry.ir.dtypes import bf16, f16, f32, f64, i32
+from tilefoundry.ir.dtypes import boolean as b1
 from tilefoundry.ir.tile.cexpr import CExpr
-from tilefoundry.ir.tile.expr import Bin, Cast, Const, Un, Var
+from tilefoundry.ir.tile.expr import Bin, Cast, Const, Load, Un, Var
+from tilefoundry.ir.tile.stmt import Buffer
 
 cx = CExpr({})
 
@@ -92,3 +94,28 @@ def test_rounding_the_f32_result_is_the_correctly_rounded_16_bit_result(dtype) -
         for x, y, got in zip(a.tolist(), b.tolist(), via_f32, strict=True):
             want = _round_nearest_even(exact(Fraction(x), Fraction(y)), *FORMATS[dtype])
             assert got == want, f"{name}({x!r}, {y!r}): via f32 {got!r}, correctly rounded {want!r}"
+
+
+def test_and_or_of_register_tests_are_evaluated_whole() -> None:
+    """An argmax scan's `v > best || (v != v && best == best)`: no short circuit, so no branch
+    (past which ptxas sinks the loop's loads to their uses)."""
+    v, best = Var("v", f32), Var("best", f32)
+    nan_first = Bin("and", Bin("ne", v, v, b1), Bin("eq", best, best, b1), b1)
+    assert (
+        cx(Bin("or", Bin("gt", v, best, b1), nan_first, b1)) == "((v > best) | ((v != v) & (best == best)))"
+    )
+
+
+@pytest.mark.parametrize(
+    "guarded",
+    [
+        Load(Buffer("x", f32, (8,), "input"), (Var("i", i32),)),  # a read a bounds test guards
+        Bin("div", Var("n", i32), Var("d", i32), i32),  # a division a zero test guards
+        Bin("add", Var("n", i32), Const(1, i32), i32),  # an integer that may overflow
+        Cast(Var("v", f32), i32),  # a conversion a range test guards
+    ],
+)
+def test_and_or_keep_their_short_circuit_over_an_operand_that_may_fault(guarded) -> None:
+    test = Bin("gt", guarded, Const(0, guarded.dtype), b1)
+    assert cx(Bin("and", Bin("lt", Var("i", i32), Const(8, i32), b1), test, b1)).count("&&") == 1
+    assert cx(Bin("or", test, Var("c", b1), b1)).count("||") == 1

@@ -58,6 +58,29 @@ _INFIX = {
     "xor": "!=",
 }
 
+# `and` / `or` of two operands that cannot fault, evaluated whole: a short circuit is a branch,
+# and past one ptxas sinks a loop's loads to their uses (an argmax scan's packs went one at a time).
+_WHOLE = {"and": "&", "or": "|"}
+
+# Tests and logic on any operands, and float arithmetic: computed in registers, never undefined.
+_TESTS = frozenset({"lt", "le", "gt", "ge", "eq", "ne", "and", "or", "xor"})
+_FLOAT_ARITHMETIC = frozenset({"add", "sub", "mul", "max", "min"})
+
+
+def _cannot_fault(e: Expr) -> bool:
+    """`e` reads no memory and has no undefined case: an operand safe to evaluate where a short
+    circuit would have skipped it (no load a bounds test guards, no division a zero test guards,
+    no integer overflow or float-to-integer conversion a range test guards)."""
+    if isinstance(e, (Var, Const)):
+        return True
+    if isinstance(e, Cast):
+        return e.dtype.is_float and _cannot_fault(e.a)
+    if not isinstance(e, Bin):
+        return False
+    safe_op = e.op in _TESTS or (e.op in _FLOAT_ARITHMETIC and e.dtype.is_float)
+    return safe_op and _cannot_fault(e.a) and _cannot_fault(e.b)
+
+
 # 16-bit float operations whose once-rounded result equals rounding the f32 result (see above).
 _ROUNDED_16 = {"add": "add_rn", "sub": "sub_rn", "mul": "mul_rn"}
 
@@ -182,6 +205,8 @@ class CExpr:
             return f"min_nan({a}, {b})"
         if e.op == "pow":
             return f"std::pow({a}, {b})" if e.dtype.is_float else f"ipow<{ctype(e.dtype)}>({a}, {b})"
+        if e.op in _WHOLE and _cannot_fault(e.a) and _cannot_fault(e.b):
+            return f"({a} {_WHOLE[e.op]} {b})"
         text = f"({a} {_INFIX[e.op]} {b})"
         return (
             text
