@@ -213,9 +213,7 @@ class GroupCode:
         finally:
             self.nest -= 1
 
-    def pack_loop(
-        self, loop: For, plan: PackPlan, number: int, cx: CExpr
-    ) -> tuple[list[str], PackCode, int]:
+    def pack_loop(self, loop: For, plan: PackPlan, number: int, cx: CExpr) -> tuple[list[str], PackCode, int]:
         """Head lines of a shared loop moving `plan`'s packs, its PackCode and the braces to close.
 
         A top-level walk with a static extent is recorded; one holding rows runs its `trips`
@@ -334,10 +332,17 @@ class GroupCode:
             self.packed.append(plan)
             head, code, close = self.pack_loop(first, plan, self.loops - 1, cx)
             lane_cx = self.serial.cx(lane_names)
-            out.append(f"  // {first.var}: partial carries over {g} lanes in 16-byte packs of {plan.lanes}")
-            out += indent(head, 1)
-            out += indent(code.prologue(lane_cx, chain.body) + code.lanes(chain.body, lane_cx), 1 + close)
-            out += indent(_closing(close), 1)
+            note = f"  // {first.var}: partial carries over {g} lanes in 16-byte packs of {plan.lanes}"
+            ahead = packs_in_flight(plan, first.extent, g) if not code.held else 1
+            if ahead > 1:
+                out += [
+                    f"{note}, {ahead} a lane in flight",
+                    *indent(self.packs_ahead(first, plan, ahead, chain.body, lane_cx), 1),
+                ]
+            else:
+                out += [note, *indent(head, 1)]
+                out += indent(code.prologue(lane_cx, chain.body) + code.lanes(chain.body, lane_cx), 1 + close)
+                out += indent(_closing(close), 1)
         else:
             total = Const(1)
             for c in chain.loops:
@@ -372,6 +377,31 @@ class GroupCode:
         out.append("}")
         return indent(out, depth)
 
+    def packs_ahead(self, loop: For, plan: PackPlan, ahead: int, body: Stmt, cx: CExpr) -> list[str]:
+        """A lane's strided packs of a shared reduction, `ahead` at a time: every pack's loads, then
+        each pack's lanes in order, then the packs left over one at a time. Each lane folds its
+        elements in the order the one-pack loop does, so sums and argmax ties come out the same;
+        only the loads are in flight together (ptxas keeps one load a trip where the loop body
+        loads, folds and loops)."""
+        var, n, g = loop.var, plan.lanes, self.group
+        base, extent = f"{var}_b", cx(loop.extent)
+        stride = g * n
+        main = [
+            f"int64_t {base} = lane_ * {n};",
+            f"for (; {base} + {(ahead - 1) * stride} < ({extent}); {base} += {ahead * stride}) {{",
+        ]
+        loads: list[str] = []
+        lanes: list[str] = []
+        for u in range(ahead):
+            named = replace(plan, loads=tuple(replace(a, name=f"{a.name}{u}") for a in plan.loads))
+            code = PackCode(named, f"{base}{u}")
+            loads += [f"const int64_t {base}{u} = {base} + {u * stride};", *code.prologue(cx, body)]
+            lanes += code.lanes(body, cx)
+        rest = PackCode(plan, base)
+        tail = [f"for (; {base} < ({extent}); {base} += {stride}) {{"]
+        tail += [*indent(rest.prologue(cx, body) + rest.lanes(body, cx), 1), "}"]
+        return ["{", *indent([*main, *indent(loads + lanes, 1), "}", *tail], 1), "}"]
+
     def workspace(self, t: str, stem: str, size: int) -> str:
         """The shared array a CTA group combines its warps' partials of C++ type `t` (`size` bytes)
         in, named from `stem` and declared by the kernel; a warp group needs none (a typed null)."""
@@ -386,6 +416,25 @@ class GroupCode:
         dry = GroupCode(self.serial, self.group, set(), self.reassociate, self.vectorize)
         dry.stmt(body, 0, {})
         return sum(32 * size for _, size in dry.workspaces.values())
+
+
+# 16-byte packs a lane keeps in flight in a shared reduction (its registers: 4 words a pack)
+PACKS_IN_FLIGHT = 4
+
+
+def packs_in_flight(plan: PackPlan, extent: Expr, group: int) -> int:
+    """How many of its strided packs a lane of a shared reduction loads before folding them: up to
+    PACKS_IN_FLIGHT over the plan's packed loads, where a lane takes several packs and the plan is
+    plain loads (nothing hoisted, folded, exchanged or stored, whose names one pack's scope
+    holds). 1: a pack at a time."""
+    if plan.hoisted or plan.folds or plan.exchanges or plan.stores or plan.uniform:
+        return 1
+    if any(a.partner is not None or a.guard for a in plan.loads) or not plan.loads:
+        return 1
+    ahead = max(1, PACKS_IN_FLIGHT // len(plan.loads))
+    if isinstance(extent, Const) and isinstance(extent.value, int):
+        ahead = min(ahead, trips(extent.value, group, plan.lanes))
+    return ahead
 
 
 def _closing(braces: int) -> list[str]:
