@@ -337,7 +337,7 @@ class GroupCode:
             if ahead > 1:
                 out += [
                     f"{note}, {ahead} a lane in flight",
-                    *indent(self.packs_ahead(first, plan, ahead, chain.body, lane_cx), 1),
+                    *indent(self.packs_ahead(first.extent, code, ahead, chain.body, lane_cx), 1),
                 ]
             else:
                 out += [note, *indent(head, 1)]
@@ -377,29 +377,28 @@ class GroupCode:
         out.append("}")
         return indent(out, depth)
 
-    def packs_ahead(self, loop: For, plan: PackPlan, ahead: int, body: Stmt, cx: CExpr) -> list[str]:
+    def packs_ahead(self, extent: Expr, code: PackCode, ahead: int, body: Stmt, cx: CExpr) -> list[str]:
         """A lane's strided packs of a shared reduction, `ahead` at a time: every pack's loads, then
-        each pack's lanes in order, then the packs left over one at a time. Each lane folds its
-        elements in the order the one-pack loop does, so sums and argmax ties come out the same;
-        only the loads are in flight together (ptxas keeps one load a trip where the loop body
-        loads, folds and loops)."""
-        var, n, g = loop.var, plan.lanes, self.group
-        base, extent = f"{var}_b", cx(loop.extent)
-        stride = g * n
+        each pack's lanes in order, then the packs left over one at a time by `code` (the one-pack
+        loop's). Each lane folds its elements in the order the one-pack loop does, so sums and
+        argmax ties come out the same; only the loads are in flight together (ptxas keeps one load
+        a trip where the loop body loads, folds and loops)."""
+        plan, base, end = code.plan, code.base, cx(extent)
+        n = plan.lanes
+        stride = self.group * n
         main = [
             f"int64_t {base} = lane_ * {n};",
-            f"for (; {base} + {(ahead - 1) * stride} < ({extent}); {base} += {ahead * stride}) {{",
+            f"for (; {base} + {(ahead - 1) * stride} < ({end}); {base} += {ahead * stride}) {{",
         ]
         loads: list[str] = []
         lanes: list[str] = []
         for u in range(ahead):
             named = replace(plan, loads=tuple(replace(a, name=f"{a.name}{u}") for a in plan.loads))
-            code = PackCode(named, f"{base}{u}")
-            loads += [f"const int64_t {base}{u} = {base} + {u * stride};", *code.prologue(cx, body)]
-            lanes += code.lanes(body, cx)
-        rest = PackCode(plan, base)
-        tail = [f"for (; {base} < ({extent}); {base} += {stride}) {{"]
-        tail += [*indent(rest.prologue(cx, body) + rest.lanes(body, cx), 1), "}"]
+            pack = PackCode(named, f"{base}{u}")
+            loads += [f"const int64_t {base}{u} = {base} + {u * stride};", *pack.prologue(cx, body)]
+            lanes += pack.lanes(body, cx)
+        tail = [f"for (; {base} < ({end}); {base} += {stride}) {{"]
+        tail += [*indent(code.prologue(cx, body) + code.lanes(body, cx), 1), "}"]
         return ["{", *indent([*main, *indent(loads + lanes, 1), "}", *tail], 1), "}"]
 
     def workspace(self, t: str, stem: str, size: int) -> str:
